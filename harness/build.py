@@ -1,0 +1,110 @@
+"""The one place that turns Hydra config into objects (``hydra.utils.instantiate``).
+
+Components are built in an order that fails fast: chunker and retriever parameters are
+validated by their constructors before any dataset is read or model loaded.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+from typing import Any
+
+from omegaconf import DictConfig, OmegaConf
+
+#: The project folder (the one holding ``conf/`` and ``datasets/``).
+PROJECT_ROOT = Path(__file__).resolve().parents[1]
+
+#: Config groups that do not change a run's results (excluded from the config hash).
+_NON_RESULT_KEYS = ("tracking", "hydra", "paths")
+
+
+def register_resolvers() -> None:
+    """Register ``${project_root:}`` for configs (idempotent)."""
+    if not OmegaConf.has_resolver("project_root"):
+        OmegaConf.register_new_resolver("project_root", lambda: str(PROJECT_ROOT))
+
+
+def to_container(cfg: DictConfig) -> dict[str, Any]:
+    """Resolved plain-dict copy of a config."""
+    return OmegaConf.to_container(cfg, resolve=True)  # type: ignore[return-value]
+
+
+def config_hash(cfg: DictConfig) -> str:
+    """sha256 (first 16 hex chars) of the resolved config without tracking/paths/hydra keys.
+
+    Two runs with the same hash compute the same results on the same dataset.
+    """
+    data = {k: v for k, v in to_container(cfg).items() if k not in _NON_RESULT_KEYS}
+    return hashlib.sha256(json.dumps(data, sort_keys=True, default=str).encode("utf-8")).hexdigest()[:16]
+
+
+def build_encoder(cfg: DictConfig):
+    """The run's shared :class:`~harness.embeddings.model.Encoder` (model loads lazily)."""
+    from hydra.utils import instantiate
+
+    return instantiate(cfg.embedding)
+
+
+def build_chunker(cfg: DictConfig, encoder=None):
+    """Instantiate ``cfg.chunker``; strategies that embed get ``encoder=``.
+
+    Raises:
+        ValueError: invalid chunker parameters (raised by the constructor, naming them).
+    """
+    from hydra.utils import instantiate
+
+    from harness.chunkers.base import Chunker
+
+    cls = _target_class(cfg.chunker)
+    kwargs = {"encoder": encoder} if getattr(cls, "needs_encoder", False) else {}
+    chunker = instantiate(cfg.chunker, **kwargs)
+    if not isinstance(chunker, Chunker):
+        raise TypeError(f"chunker._target_ {cfg.chunker._target_!r} does not build a harness Chunker")
+    return chunker
+
+
+def build_retriever(cfg: DictConfig, encoder=None):
+    """Instantiate ``cfg.retriever``; dense retrievers get ``encoder=``."""
+    from hydra.utils import instantiate
+
+    cls = _target_class(cfg.retriever)
+    kwargs = {"encoder": encoder} if getattr(cls, "needs_encoder", False) else {}
+    return instantiate(cfg.retriever, **kwargs)
+
+
+def build_dataset(cfg: DictConfig):
+    """Load and verify the dataset described by ``cfg.dataset``."""
+    from hydra.utils import instantiate
+
+    return instantiate(cfg.dataset)
+
+
+def _target_class(node: DictConfig):
+    from hydra.utils import get_class
+
+    target = node.get("_target_")
+    if not target:
+        raise ValueError("config group is missing its _target_")
+    return get_class(target)
+
+
+def run_name(cfg: DictConfig) -> str:
+    """Readable run name: ``<chunker>-<unit?>-<size>-<overlap>-<retriever>`` e.g. ``recursive-tokens-400-0-faiss``."""
+    ch = cfg.chunker
+    name = str(ch.get("_target_", "chunker")).rsplit(".", 1)[-1].replace("Chunker", "").lower() or "chunker"
+    parts = [name]
+    if "chunk_size" in ch:
+        unit = ch.get("unit")
+        if unit and unit != "tokens":
+            parts.append(str(unit))
+        parts += [str(ch.chunk_size), str(ch.get("chunk_overlap", 0))]
+        if ch.get("tokenizer", "model") != "model":
+            parts.append(str(ch.tokenizer))
+    elif "breakpoint" in ch:
+        parts.append(str(ch.breakpoint))
+        parts.append(str(ch.threshold if ch.breakpoint == "threshold" else ch.percentile))
+    retr = str(cfg.retriever.get("_target_", "retriever")).rsplit(".", 1)[-1].replace("Retriever", "").lower()
+    parts.append(retr)
+    return "-".join(parts)

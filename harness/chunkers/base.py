@@ -1,0 +1,68 @@
+"""Base class for chunkers."""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from typing import Iterable
+
+from harness.types import Chunk, Document
+
+
+class Chunker(ABC):
+    """Splits documents into span-exact chunks.
+
+    Subclasses take explicit typed keyword arguments (a misspelt YAML key fails), validate
+    them in ``__init__`` with a ``ValueError`` naming the parameter and its allowed range,
+    do no expensive work in ``__init__``, and implement :meth:`chunk`.
+
+    Attributes:
+        name: strategy name used in run names and metrics.
+        needs_encoder: True when the strategy embeds text while splitting; the builder then
+            passes the shared :class:`harness.embeddings.model.Encoder` as ``encoder=``.
+    """
+
+    name: str = "base"
+    needs_encoder: bool = False
+
+    @abstractmethod
+    def chunk(self, doc: Document) -> list[Chunk]:
+        """Split one document.
+
+        Returns:
+            Chunks of ``doc`` in document order; every span lies inside ``doc.text``.
+        """
+
+    def chunk_all(self, docs: Iterable[Document], progress: bool = False) -> list[Chunk]:
+        """Chunk every document and concatenate the results (document order kept).
+
+        Raises:
+            ValueError: two chunks share a chunk id (a chunker bug: identical spans twice).
+        """
+        docs = list(docs)
+        if progress:
+            from tqdm.auto import tqdm
+
+            docs = tqdm(docs, desc=f"chunk ({self.name})", unit="doc")
+        out: list[Chunk] = []
+        seen: set[str] = set()
+        for doc in docs:
+            for c in self.chunk(doc):
+                if c.chunk_id in seen:
+                    continue  # identical spans from an overlapping window: keep one
+                seen.add(c.chunk_id)
+                out.append(c)
+        return out
+
+
+def check_size(name: str, value: int, minimum: int = 1) -> None:
+    """Raise ``ValueError`` unless ``value`` is an int >= ``minimum`` (message names ``name``)."""
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        raise ValueError(f"chunker.{name} must be an integer >= {minimum}, got {value!r}")
+
+
+def check_overlap(size: int, overlap: int) -> None:
+    """Raise ``ValueError`` unless ``0 <= chunk_overlap < chunk_size``."""
+    if isinstance(overlap, bool) or not isinstance(overlap, int) or overlap < 0 or overlap >= size:
+        raise ValueError(
+            f"chunker.chunk_overlap must be an integer in [0, chunk_size) = [0, {size}), got {overlap!r}"
+        )

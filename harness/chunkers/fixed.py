@@ -1,0 +1,66 @@
+"""Fixed-size chunking in characters, words or tokens; overlap > 0 makes it a sliding window."""
+
+from __future__ import annotations
+
+from harness.chunkers.base import Chunker, check_overlap, check_size
+from harness.chunkers.units import check_unit, get_counter, window_atoms
+from harness.types import Chunk, Document
+
+
+class FixedChunker(Chunker):
+    """Consecutive windows of ``chunk_size`` units, each sharing ``chunk_overlap`` units with the previous.
+
+    * ``unit="chars"``: windows of code points ``[i, i + chunk_size)`` with step
+      ``chunk_size - chunk_overlap`` (may cut words, like LangChain's CharacterTextSplitter
+      with an empty separator).
+    * ``unit="words"``: windows of whitespace-separated words.
+    * ``unit="tokens"``: windows of tokens of ``tokenizer`` (the embedding model's by default,
+      or ``cl100k_base``); windows prefer word boundaries and are mapped back to exact
+      character spans from token offsets, never decoded. Every chunk's own text re-tokenises
+      to at most ``chunk_size`` tokens.
+
+    Leading/trailing whitespace is trimmed from each chunk's span; whitespace-only windows
+    are dropped. This is the "fixed-size" / "sliding window" strategy of the RAG literature
+    (e.g. the FixedTokenChunker baseline of Smith & Troynikov, Chroma 2024).
+
+    Args:
+        chunk_size: maximum chunk size in ``unit``, >= 1.
+        chunk_overlap: units shared by consecutive chunks, ``0 <= chunk_overlap < chunk_size``.
+        unit: ``"chars"``, ``"words"`` or ``"tokens"``.
+        tokenizer: ``"model"`` or ``"cl100k_base"`` (used when ``unit="tokens"``).
+
+    Raises:
+        ValueError: a parameter outside its range (the message names it).
+    """
+
+    name = "fixed"
+
+    def __init__(self, chunk_size: int = 400, chunk_overlap: int = 0, unit: str = "tokens", tokenizer: str = "model") -> None:
+        check_size("chunk_size", chunk_size)
+        check_overlap(chunk_size, chunk_overlap)
+        check_unit(unit, tokenizer)
+        self.chunk_size = chunk_size
+        self.chunk_overlap = chunk_overlap
+        self.unit = unit
+        self.tokenizer = tokenizer
+
+    def chunk(self, doc: Document) -> list[Chunk]:
+        counter = get_counter(self.unit, self.tokenizer)
+        meta = {"unit": self.unit}
+        if self.unit == "chars":
+            spans = []
+            step = self.chunk_size - self.chunk_overlap
+            n = len(doc.text)
+            for i in range(0, n, step):
+                s, e = i, min(i + self.chunk_size, n)
+                while s < e and doc.text[s].isspace():
+                    s += 1
+                while e > s and doc.text[e - 1].isspace():
+                    e -= 1
+                if e > s:
+                    spans.append((s, e))
+                if i + self.chunk_size >= n:
+                    break
+        else:
+            spans = window_atoms(doc.text, 0, len(doc.text), counter, self.chunk_size, self.chunk_overlap)
+        return [Chunk.from_spans(doc, [sp], metadata=meta) for sp in spans]

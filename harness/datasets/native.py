@@ -1,0 +1,91 @@
+"""This project's own dataset folder format (used by the embedded ``datasets/kestrel_kb``).
+
+Layout::
+
+    <path>/corpus/<doc_id>          one UTF-8 file per document; the file name is the doc_id
+    <path>/questions.jsonl          one labelled query per line:
+        {"query_id": "A-001", "query": "...",
+         "evidence": [{"doc_id": "faq.md", "start": 10, "end": 80, "text": "..."}]}
+
+``start``/``end`` are Python ``str`` indices (code points, end exclusive) into the file's
+text read with ``newline=""`` (no newline translation).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from harness.datasets.validate import DatasetError, check_dataset
+from harness.types import Dataset, Document, Evidence, Query
+
+DOC_TYPES = {
+    ".md": "markdown",
+    ".markdown": "markdown",
+    ".py": "python",
+    ".log": "chat",
+    ".txt": "text",
+    ".csv": "csv",
+}
+
+
+def read_text(path: Path) -> str:
+    """Read a UTF-8 file exactly as stored (no newline translation, no BOM stripping)."""
+    with open(path, encoding="utf-8", newline="") as fh:
+        return fh.read()
+
+
+def load_native(path: str | Path, name: str | None = None) -> Dataset:
+    """Load a dataset in the project's folder format and verify every evidence span.
+
+    Args:
+        path: folder holding ``corpus/`` and ``questions.jsonl``.
+        name: dataset name; defaults to the folder name.
+
+    Returns:
+        A :class:`Dataset` with documents sorted by doc_id and queries in file order.
+
+    Raises:
+        DatasetError: missing folder/file, malformed JSON line (file and line named),
+            missing field, or an evidence span that is out of range or does not match
+            its stored excerpt.
+    """
+    root = Path(path)
+    name = name or root.name
+    corpus_dir = root / "corpus"
+    questions = root / "questions.jsonl"
+    if not corpus_dir.is_dir():
+        raise DatasetError(f"dataset {name!r}: expected a corpus folder at {corpus_dir}")
+    if not questions.is_file():
+        raise DatasetError(f"dataset {name!r}: expected a questions file at {questions}")
+    documents = []
+    for file in sorted(p for p in corpus_dir.iterdir() if p.is_file() and not p.name.startswith(".")):
+        documents.append(
+            Document(
+                doc_id=file.name,
+                text=read_text(file),
+                metadata={"type": DOC_TYPES.get(file.suffix.lower(), "text"), "source": str(file)},
+            )
+        )
+    queries = []
+    for lineno, line in enumerate(read_text(questions).splitlines(), start=1):
+        if not line.strip():
+            continue
+        where = f"{questions}:{lineno}"
+        try:
+            rec = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise DatasetError(f"{where}: invalid JSON ({exc.msg})") from exc
+        try:
+            evidence = tuple(
+                Evidence(doc_id=e["doc_id"], start=int(e["start"]), end=int(e["end"]), text=e.get("text", ""))
+                for e in rec["evidence"]
+            )
+            queries.append(Query(query_id=str(rec["query_id"]), text=rec["query"], evidence=evidence))
+        except KeyError as exc:
+            raise DatasetError(f"{where}: missing field {exc.args[0]!r} (need query_id, query, evidence[doc_id,start,end])") from exc
+        except (TypeError, ValueError) as exc:
+            raise DatasetError(f"{where}: {exc}") from exc
+    dataset = Dataset(name=name, documents=tuple(documents), queries=tuple(queries), source=str(root))
+    check_dataset(dataset)
+    return dataset

@@ -1,0 +1,52 @@
+"""Span checks shared by every loader: evidence in range and equal to the stored excerpt."""
+
+from __future__ import annotations
+
+from harness.types import Dataset
+
+
+class DatasetError(ValueError):
+    """A dataset file or record is invalid; the message names the dataset, file, query or span."""
+
+
+def check_dataset(dataset: Dataset) -> None:
+    """Verify every document id is unique and every evidence span is valid.
+
+    Checks, for each query and each evidence span: the document exists, ``0 <= start <
+    end <= len(text)``, and ``text[start:end]`` equals the stored excerpt (when one is
+    stored). Also rejects an empty corpus, an empty query list, duplicate query ids and
+    queries without evidence.
+
+    Raises:
+        DatasetError: on the first problem, naming the dataset, query id, document and span.
+    """
+    name = dataset.name
+    if not dataset.documents:
+        raise DatasetError(f"dataset {name!r}: the corpus has no documents")
+    if not dataset.queries:
+        raise DatasetError(f"dataset {name!r}: no labelled queries")
+    docs: dict[str, str] = {}
+    for doc in dataset.documents:
+        if doc.doc_id in docs:
+            raise DatasetError(f"dataset {name!r}: duplicate doc_id {doc.doc_id!r}")
+        docs[doc.doc_id] = doc.text
+    seen: set[str] = set()
+    for q in dataset.queries:
+        if q.query_id in seen:
+            raise DatasetError(f"dataset {name!r}: duplicate query_id {q.query_id!r}")
+        seen.add(q.query_id)
+        if not q.text.strip():
+            raise DatasetError(f"dataset {name!r}, query {q.query_id!r}: empty query text")
+        if not q.evidence:
+            raise DatasetError(f"dataset {name!r}, query {q.query_id!r}: no evidence spans")
+        for i, ev in enumerate(q.evidence):
+            where = f"dataset {name!r}, query {q.query_id!r}, evidence #{i} [{ev.start}, {ev.end}) in {ev.doc_id!r}"
+            text = docs.get(ev.doc_id)
+            if text is None:
+                raise DatasetError(f"{where}: unknown doc_id (known: {sorted(docs)[:5]}...)")
+            if ev.end > len(text):
+                raise DatasetError(f"{where}: span ends beyond the document (length {len(text)})")
+            if ev.text and text[ev.start:ev.end] != ev.text:
+                raise DatasetError(
+                    f"{where}: document text {text[ev.start:ev.end][:60]!r} does not equal the stored excerpt {ev.text[:60]!r}"
+                )

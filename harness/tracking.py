@@ -1,0 +1,166 @@
+"""MLflow tracking: the one module that talks to MLflow.
+
+Tracking store resolution (first that is set wins): the ``tracking.uri`` config value, the
+``MLFLOW_TRACKING_URI`` environment variable, then a local SQLite store inside the project
+directory, ``sqlite:///<project>/mlruns/mlflow.db`` with artifacts under
+``<project>/mlruns/artifacts``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+import tempfile
+import traceback
+from pathlib import Path
+from typing import Any, Iterator, Mapping
+
+from harness.metrics import mlflow_key
+
+#: MLflow limits (3.x): param value length, params per batch, metrics per batch, tag length.
+MAX_PARAM_VALUE = 6000
+MAX_PARAMS_PER_BATCH = 100
+MAX_METRICS_PER_BATCH = 1000
+MAX_TAG_VALUE = 8000
+
+
+def default_tracking_uri(project_root: str | Path) -> str:
+    """``sqlite:///<project_root>/mlruns/mlflow.db`` (the folder is created)."""
+    folder = Path(project_root).resolve() / "mlruns"
+    folder.mkdir(parents=True, exist_ok=True)
+    return f"sqlite:///{folder / 'mlflow.db'}"
+
+
+def resolve_tracking_uri(configured: str | None, project_root: str | Path) -> str:
+    """Tracking URI from config, then ``MLFLOW_TRACKING_URI``, then the project-local default."""
+    if configured:
+        return str(configured)
+    env = os.environ.get("MLFLOW_TRACKING_URI")
+    if env:
+        return env
+    return default_tracking_uri(project_root)
+
+
+def artifact_root_for(uri: str, project_root: str | Path) -> str | None:
+    """Artifact location for new experiments in a local SQLite store; None lets the server decide."""
+    if uri.startswith("sqlite:///"):
+        db = Path(uri[len("sqlite:///") :])
+        return (db.parent / "artifacts").resolve().as_uri()
+    return None
+
+
+def flatten(cfg: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
+    """Flatten nested mappings to dotted keys; lists become JSON strings."""
+    out: dict[str, Any] = {}
+    for key, value in cfg.items():
+        name = f"{prefix}{key}"
+        if isinstance(value, Mapping):
+            out.update(flatten(value, name + "."))
+        elif isinstance(value, (list, tuple)):
+            out[name] = json.dumps(list(value), default=str)
+        else:
+            out[name] = value
+    return out
+
+
+def safe_param_value(value: Any) -> str:
+    """String value within MLflow's limit; longer values are cut and tagged with their sha256."""
+    text = "None" if value is None else str(value)
+    if len(text) <= MAX_PARAM_VALUE:
+        return text
+    digest = hashlib.sha256(text.encode("utf-8")).hexdigest()[:12]
+    suffix = f"...[truncated sha256:{digest}]"
+    return text[: MAX_PARAM_VALUE - len(suffix)] + suffix
+
+
+class Tracker:
+    """Logs one run: params, metrics, tags and artifacts, in MLflow-sized batches.
+
+    Args:
+        tracking_uri: MLflow tracking URI.
+        experiment: experiment name (created when missing).
+        artifact_location: artifact root for a newly created experiment, or None.
+    """
+
+    def __init__(self, tracking_uri: str, experiment: str, artifact_location: str | None = None) -> None:
+        import mlflow
+
+        self.mlflow = mlflow
+        self.tracking_uri = tracking_uri
+        mlflow.set_tracking_uri(tracking_uri)
+        client = mlflow.MlflowClient(tracking_uri)
+        exp = client.get_experiment_by_name(experiment)
+        if exp is None:
+            exp_id = client.create_experiment(experiment, artifact_location=artifact_location)
+        else:
+            exp_id = exp.experiment_id
+        self.client = client
+        self.experiment_id = exp_id
+        self.run_id: str | None = None
+
+    @contextlib.contextmanager
+    def run(self, run_name: str, tags: Mapping[str, str] | None = None) -> Iterator["Tracker"]:
+        """Open a run; on an exception mark it FAILED (KILLED for Ctrl-C) with the error, then re-raise.
+
+        The error text is stored as the ``error`` tag (cut to MLflow's tag limit) and the
+        full traceback as the ``error.txt`` artifact.
+        """
+        run = self.client.create_run(self.experiment_id, run_name=run_name, tags=dict(tags or {}))
+        self.run_id = run.info.run_id
+        try:
+            yield self
+        except BaseException as exc:  # noqa: BLE001 - we re-raise after recording
+            status = "KILLED" if isinstance(exc, KeyboardInterrupt) else "FAILED"
+            with contextlib.suppress(Exception):
+                message = f"{type(exc).__name__}: {exc}"
+                self.client.set_tag(self.run_id, "error", message[:MAX_TAG_VALUE])
+                self.log_text("".join(traceback.format_exception(exc)), "error.txt")
+            self.client.set_terminated(self.run_id, status=status)
+            raise
+        else:
+            self.client.set_terminated(self.run_id, status="FINISHED")
+
+    def log_params(self, params: Mapping[str, Any]) -> None:
+        """Log params (values cut to MLflow's length limit with a hash), 100 per batch."""
+        from mlflow.entities import Param
+
+        items = [Param(str(k)[:250], safe_param_value(v)) for k, v in params.items()]
+        for i in range(0, len(items), MAX_PARAMS_PER_BATCH):
+            self.client.log_batch(self.run_id, params=items[i : i + MAX_PARAMS_PER_BATCH])
+
+    def log_metrics(self, metrics: Mapping[str, float], step: int = 0) -> None:
+        """Log metrics under MLflow-safe keys (``recall@5`` -> ``recall_at_5``), 1000 per batch."""
+        import time
+
+        from mlflow.entities import Metric
+
+        now = int(time.time() * 1000)
+        items = [Metric(mlflow_key(k), float(v), now, step) for k, v in metrics.items()]
+        for i in range(0, len(items), MAX_METRICS_PER_BATCH):
+            self.client.log_batch(self.run_id, metrics=items[i : i + MAX_METRICS_PER_BATCH])
+
+    def set_tags(self, tags: Mapping[str, Any]) -> None:
+        """Set tags (values cut to MLflow's tag limit)."""
+        from mlflow.entities import RunTag
+
+        items = [RunTag(str(k), str(v)[:MAX_TAG_VALUE]) for k, v in tags.items()]
+        for i in range(0, len(items), MAX_PARAMS_PER_BATCH):
+            self.client.log_batch(self.run_id, tags=items[i : i + MAX_PARAMS_PER_BATCH])
+
+    def log_text(self, text: str, artifact_file: str) -> None:
+        """Store ``text`` as an artifact file."""
+        self.client.log_text(self.run_id, text, artifact_file)
+
+    def log_file(self, path: str | Path, artifact_path: str | None = None) -> None:
+        """Store a local file as an artifact."""
+        self.client.log_artifact(self.run_id, str(path), artifact_path)
+
+    def log_dataframe_csv(self, df, artifact_file: str) -> None:
+        """Store a pandas DataFrame as a CSV artifact."""
+        with tempfile.TemporaryDirectory() as tmp:
+            path = Path(tmp) / Path(artifact_file).name
+            df.to_csv(path, index=False)
+            parent = str(Path(artifact_file).parent)
+            self.client.log_artifact(self.run_id, str(path), None if parent == "." else parent)
