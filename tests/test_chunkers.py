@@ -1,0 +1,172 @@
+"""Chunker behaviour: exact spans on repeated text, size limits in the configured unit,
+coverage, LangChain parity for character recursion, and parameter validation."""
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from harness.chunkers.fixed import FixedChunker
+from harness.chunkers.recursive import RecursiveChunker
+from harness.chunkers.semantic import SemanticChunker
+from harness.chunkers.sentences import sentence_spans
+from harness.chunkers.units import get_counter
+from harness.types import Document
+
+
+def check_invariants(doc, chunks, unit=None, tokenizer="model", limit=None):
+    counter = get_counter(unit, tokenizer) if unit else None
+    for c in chunks:
+        assert c.doc_id == doc.doc_id
+        assert c.text == "".join(doc.text[s:e] for s, e in c.spans)
+        assert c.text.strip() == c.text and c.text
+        if counter is not None:
+            assert counter.count(c.text) <= limit, (c.chunk_id, counter.count(c.text), limit)
+
+
+def uncovered_non_space(doc, chunks):
+    covered = [False] * len(doc.text)
+    for c in chunks:
+        for s, e in c.spans:
+            for i in range(s, e):
+                covered[i] = True
+    return [i for i, ch in enumerate(doc.text) if not ch.isspace() and not covered[i]]
+
+
+def test_repeated_text_recursive_chars_gives_true_offsets():
+    text = "Status: OK\n" * 4 + "Status: FAIL"
+    doc = Document("status.log", text)
+    chunks = RecursiveChunker(chunk_size=15, chunk_overlap=10, unit="chars").chunk(doc)
+    assert [c.start for c in chunks] == [0, 11, 22, 33, 44]
+    assert [c.text for c in chunks] == ["Status: OK"] * 4 + ["Status: FAIL"]
+    assert len({c.chunk_id for c in chunks}) == 5
+
+
+def test_repeated_paragraphs_with_overlap_keep_distinct_offsets():
+    para = "The broker restarted. Workers reconnected. Queue drained.\n\n"
+    doc = Document("rep.md", para * 6)
+    for unit in ("chars", "words", "tokens"):
+        size = {"chars": 70, "words": 12, "tokens": 14}[unit]
+        chunks = RecursiveChunker(chunk_size=size, chunk_overlap=size // 3, unit=unit).chunk(doc)
+        check_invariants(doc, chunks, unit, limit=size)
+        starts = [c.start for c in chunks]
+        assert starts == sorted(starts) and len(set(starts)) == len(starts)
+        assert not uncovered_non_space(doc, chunks)
+
+
+def test_recursive_chars_matches_langchain_texts(kestrel):
+    from langchain_text_splitters import RecursiveCharacterTextSplitter
+
+    for doc in kestrel.documents:
+        for size, overlap in [(200, 0), (400, 80), (120, 40)]:
+            ours = RecursiveChunker(chunk_size=size, chunk_overlap=overlap, unit="chars").chunk(doc)
+            theirs = RecursiveCharacterTextSplitter(chunk_size=size, chunk_overlap=overlap).split_text(doc.text)
+            assert [c.text for c in ours] == theirs, (doc.doc_id, size, overlap)
+
+
+def test_fixed_chars_windows_and_overlap():
+    doc = Document("d", "abcdefghijklmnopqrstuvwxyz")
+    chunks = FixedChunker(chunk_size=10, chunk_overlap=4, unit="chars").chunk(doc)
+    assert [c.spans[0] for c in chunks] == [(0, 10), (6, 16), (12, 22), (18, 26)]
+
+
+def test_fixed_words_windows():
+    doc = Document("d", "one two three four five six seven")
+    chunks = FixedChunker(chunk_size=3, chunk_overlap=1, unit="words").chunk(doc)
+    assert [c.text for c in chunks] == ["one two three", "three four five", "five six seven"]
+
+
+def test_token_windows_map_to_exact_spans_not_decoded_text():
+    # WordPiece lowercases; the chunk text must keep the source casing and spacing.
+    doc = Document("d", "Kestrel   Broker LISTENS on Port 8450.\nWorkers   HEARTBEAT every 15 s.")
+    chunks = FixedChunker(chunk_size=5, chunk_overlap=0, unit="tokens").chunk(doc)
+    check_invariants(doc, chunks, "tokens", limit=5)
+    assert chunks[0].text.startswith("Kestrel   Broker")
+    assert not uncovered_non_space(doc, chunks)
+
+
+def test_cl100k_tokenizer_is_offline_and_respected():
+    doc = Document("d", "Ünïcödé text, emoji 🚀🚀 and CJK 日本語の文章。 " * 20)
+    chunks = FixedChunker(chunk_size=16, chunk_overlap=4, unit="tokens", tokenizer="cl100k_base").chunk(doc)
+    check_invariants(doc, chunks, "tokens", "cl100k_base", 16)
+    assert not uncovered_non_space(doc, chunks)
+
+
+text_st = st.lists(
+    st.sampled_from(
+        ["Status: OK", "\n", "\n\n", " ", "  ", "lease renewal", "e.g.", "3.14", "日本語。", "naïve café", "\t", "x" * 40, "def f(x):\n    return x"]
+    ),
+    min_size=1,
+    max_size=40,
+).map("".join)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    text=text_st,
+    unit=st.sampled_from(["chars", "words", "tokens"]),
+    size=st.integers(4, 60),
+    overlap_frac=st.floats(0, 0.9),
+    strategy=st.sampled_from(["fixed", "recursive"]),
+)
+def test_property_spans_exact_sizes_respected_and_lossless(text, unit, size, overlap_frac, strategy):
+    overlap = min(size - 1, int(size * overlap_frac))
+    cls = FixedChunker if strategy == "fixed" else RecursiveChunker
+    doc = Document("p", text)
+    chunks = cls(chunk_size=size, chunk_overlap=overlap, unit=unit).chunk(doc)
+    check_invariants(doc, chunks, unit, limit=size)
+    assert not uncovered_non_space(doc, chunks)
+    starts = [c.start for c in chunks]
+    assert starts == sorted(starts)
+
+
+def test_sentence_spans_handle_abbreviations_decimals_cjk_and_crlf():
+    text = "Dr. Vos met the team on Jan. 5, e.g. to review 2.3.1.\r\nLatency fell to 3.5 ms. 日本語の文。次の文！Done?"
+    spans = sentence_spans(text)
+    sents = [text[s:e] for s, e in spans]
+    assert sents[0] == "Dr. Vos met the team on Jan. 5, e.g. to review 2.3.1."
+    assert "Latency fell to 3.5 ms." in sents
+    assert "日本語の文。" in sents and "次の文！" in sents
+
+
+def test_semantic_threshold_is_monotone_in_chunk_count(kestrel, encoder):
+    doc = kestrel.by_id["architecture_overview.txt"]
+    counts = []
+    for threshold in (0.2, 0.5, 0.8):
+        chunks = SemanticChunker(threshold=threshold, max_chunk_size=256, encoder=encoder).chunk(doc)
+        check_invariants(doc, chunks, "tokens", limit=256)
+        assert not uncovered_non_space(doc, chunks)
+        counts.append(len(chunks))
+    assert counts[0] <= counts[1] <= counts[2]
+    assert counts[0] < counts[2]
+
+
+def test_semantic_percentile_mode(kestrel, encoder):
+    doc = kestrel.by_id["postmortem_2025_11_18.txt"]
+    chunks = SemanticChunker(breakpoint="percentile", percentile=80, max_chunk_size=128, encoder=encoder).chunk(doc)
+    check_invariants(doc, chunks, "tokens", limit=128)
+    n_sent = len(sentence_spans(doc.text))
+    assert 1 < len(chunks) < n_sent
+
+
+@pytest.mark.parametrize(
+    "cls, kwargs, param",
+    [
+        (FixedChunker, {"chunk_size": 100, "chunk_overlap": 100}, "chunk_overlap"),
+        (FixedChunker, {"chunk_size": 100, "chunk_overlap": 150}, "chunk_overlap"),
+        (FixedChunker, {"chunk_size": 0}, "chunk_size"),
+        (FixedChunker, {"chunk_size": -5}, "chunk_size"),
+        (FixedChunker, {"unit": "sentences"}, "unit"),
+        (FixedChunker, {"unit": "tokens", "tokenizer": "gpt2"}, "tokenizer"),
+        (RecursiveChunker, {"chunk_size": 50, "chunk_overlap": 50}, "chunk_overlap"),
+        (RecursiveChunker, {"chunk_size": 0}, "chunk_size"),
+        (RecursiveChunker, {"unit": "bytes"}, "unit"),
+        (SemanticChunker, {"threshold": 1.5}, "threshold"),
+        (SemanticChunker, {"threshold": -1.01}, "threshold"),
+        (SemanticChunker, {"breakpoint": "gradient_x"}, "breakpoint"),
+        (SemanticChunker, {"max_chunk_size": 0}, "max_chunk_size"),
+        (SemanticChunker, {"percentile": 100}, "percentile"),
+    ],
+)
+def test_invalid_parameters_name_the_parameter(cls, kwargs, param):
+    with pytest.raises(ValueError, match=rf"chunker\.{param}"):
+        cls(**kwargs)

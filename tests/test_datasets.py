@@ -1,0 +1,177 @@
+"""The embedded dataset meets its brief; loaders verify spans and name what is wrong."""
+
+import ast
+import csv
+import functools
+import hashlib
+import http.server
+import json
+import re
+import shutil
+import threading
+from pathlib import Path
+
+import pytest
+
+from conftest import CHROMA_PATH, KESTREL_PATH
+from harness.datasets.chroma import download_chroma_general, load_chroma_general
+from harness.datasets.native import load_native
+from harness.datasets.validate import DatasetError
+
+
+def test_kestrel_kb_size_and_forms(kestrel):
+    docs = kestrel.by_id
+    assert len(docs) >= 8
+    assert kestrel.n_chars >= 60_000
+    types = {d.metadata["type"] for d in kestrel.documents}
+    assert {"markdown", "python", "chat", "text"} <= types
+    md = docs["install_guide.md"].text
+    assert re.search(r"^#{1,3} \S", md, re.M) and "```" in md
+    assert re.search(r"^\s*[-*] \S", md, re.M) and re.search(r"^\s*\d+\. \S", md, re.M)
+    assert re.search(r"^\|.*\|\s*$\n^\|[\s:|-]+\|\s*$", md, re.M), "a markdown table"
+    ast.parse(docs["scheduler.py"].text)
+    assert len(re.findall(r"^\[\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2}\] ", docs["incident_chat.log"].text, re.M)) >= 50
+    assert len(re.findall(r"^\*\*Q: ", docs["faq.md"].text, re.M)) >= 20
+
+
+def test_kestrel_kb_questions_and_every_span_recomputed():
+    """Re-read the raw files independently of the loader and recheck every stored span."""
+    corpus = {p.name: p.read_bytes().decode("utf-8") for p in (KESTREL_PATH / "corpus").iterdir()}
+    records = [json.loads(line) for line in (KESTREL_PATH / "questions.jsonl").read_text(encoding="utf-8").splitlines() if line.strip()]
+    assert len(records) >= 100
+    assert len({r["query_id"] for r in records}) == len(records)
+    multi = [r for r in records if len({(e["doc_id"], e["start"]) for e in r["evidence"]}) >= 2]
+    assert len(multi) >= 20
+    for r in records:
+        for e in r["evidence"]:
+            text = corpus[e["doc_id"]]
+            assert 0 <= e["start"] < e["end"] <= len(text)
+            assert text[e["start"] : e["end"]] == e["text"], r["query_id"]
+    # every document is asked about
+    assert {e["doc_id"] for r in records for e in r["evidence"]} == set(corpus)
+
+
+def test_chroma_general_loads_all_questions(chroma):
+    assert {d.doc_id for d in chroma.documents} == {"chatlogs", "state_of_the_union", "wikitexts"}
+    assert len(chroma.queries) == 276
+    with open(CHROMA_PATH / "questions.csv", encoding="utf-8", newline="") as fh:
+        rows = list(csv.DictReader(fh))
+    n_refs = sum(len(json.loads(r["references"])) for r in rows)
+    assert sum(len(q.evidence) for q in chroma.queries) == n_refs
+
+
+def test_chroma_corpus_subset(tmp_path):
+    ds = load_chroma_general(CHROMA_PATH, corpora=["chatlogs"]) if CHROMA_PATH.exists() else pytest.skip()
+    assert [d.doc_id for d in ds.documents] == ["chatlogs"]
+    assert len(ds.queries) == 56
+    with pytest.raises(DatasetError, match="pubmed"):
+        load_chroma_general(CHROMA_PATH, corpora=["pubmed"])
+
+
+def _copy_kestrel(tmp_path) -> Path:
+    dst = tmp_path / "kb"
+    shutil.copytree(KESTREL_PATH, dst)
+    return dst
+
+
+def test_mismatched_span_names_dataset_query_and_span(tmp_path):
+    dst = _copy_kestrel(tmp_path)
+    lines = (dst / "questions.jsonl").read_text(encoding="utf-8").splitlines()
+    rec = json.loads(lines[3])
+    rec["evidence"][0]["start"] += 1
+    rec["evidence"][0]["end"] += 1
+    lines[3] = json.dumps(rec)
+    (dst / "questions.jsonl").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    with pytest.raises(DatasetError) as err:
+        load_native(dst)
+    msg = str(err.value)
+    assert "'kb'" in msg and rec["query_id"] in msg and f"[{rec['evidence'][0]['start']}, " in msg
+
+
+def test_out_of_range_span_and_bad_json_are_reported(tmp_path):
+    dst = _copy_kestrel(tmp_path)
+    q = dst / "questions.jsonl"
+    first = json.loads(q.read_text(encoding="utf-8").splitlines()[0])
+    first["evidence"][0]["end"] = 10_000_000
+    first["evidence"][0]["text"] = ""
+    q.write_text(json.dumps(first) + "\n", encoding="utf-8")
+    with pytest.raises(DatasetError, match="beyond the document"):
+        load_native(dst)
+    q.write_text('{"query_id": "x", "query": "?"\n', encoding="utf-8")
+    with pytest.raises(DatasetError, match=r"questions.jsonl:1: invalid JSON"):
+        load_native(dst)
+    q.write_text('{"query_id": "x", "query": "?"}\n', encoding="utf-8")
+    with pytest.raises(DatasetError, match="missing field 'evidence'"):
+        load_native(dst)
+
+
+def test_chroma_mismatch_names_row(tmp_path):
+    if not CHROMA_PATH.exists():
+        pytest.skip("no shared chroma copy")
+    dst = tmp_path / "cg"
+    shutil.copytree(CHROMA_PATH, dst)
+    (dst / "questions.csv").chmod(0o644)
+    rows = list(csv.DictReader(open(dst / "questions.csv", encoding="utf-8", newline="")))
+    refs = json.loads(rows[0]["references"])
+    refs[0]["start_index"] += 3
+    rows[0]["references"] = json.dumps(refs)
+    with open(dst / "questions.csv", "w", encoding="utf-8", newline="") as fh:
+        w = csv.DictWriter(fh, fieldnames=["question", "references", "corpus_id"])
+        w.writeheader()
+        w.writerows(rows)
+    with pytest.raises(DatasetError, match=r"dataset 'chroma_general', query 'state_of_the_union-0001', evidence #0"):
+        load_chroma_general(dst)
+
+
+def _sha(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+@pytest.fixture()
+def local_http_server():
+    """Serve ../shared/datasets/chroma_general on a free 127.0.0.1 port."""
+    if not CHROMA_PATH.exists():
+        pytest.skip("no shared chroma copy")
+    handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=str(CHROMA_PATH))
+    handler.log_message = lambda *a, **k: None
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{server.server_address[1]}/"
+    server.shutdown()
+    server.server_close()
+
+
+def test_download_from_local_http_server_verifies_sha256(tmp_path, local_http_server):
+    rels = ["corpora/chatlogs.md", "corpora/state_of_the_union.md", "corpora/wikitexts.md", "questions.csv"]
+    manifest = {rel: (local_http_server + rel, _sha(CHROMA_PATH / rel)) for rel in rels}
+    cache = tmp_path / "cache"
+    folder = download_chroma_general(cache, manifest=manifest)
+    ds = load_chroma_general(folder)
+    assert len(ds.queries) == 276
+    assert not list(cache.rglob("*.part"))
+    # a second call finds verified files and does not fetch again (server URL now bogus)
+    stale = {rel: ("http://127.0.0.1:9/none", sha) for rel, (_, sha) in manifest.items()}
+    download_chroma_general(cache, manifest=stale)
+
+
+def test_download_sha_mismatch_leaves_nothing(tmp_path, local_http_server):
+    manifest = {"questions.csv": (local_http_server + "questions.csv", "0" * 64)}
+    with pytest.raises(DatasetError, match="sha256 mismatch for questions.csv"):
+        download_chroma_general(tmp_path / "c", manifest=manifest)
+    assert not (tmp_path / "c" / "questions.csv").exists()
+    assert not list((tmp_path / "c").glob(".*part"))
+
+
+def test_download_from_file_url(tmp_path):
+    src = CHROMA_PATH / "corpora" / "chatlogs.md"
+    if not src.exists():
+        pytest.skip("no shared chroma copy")
+    manifest = {"corpora/chatlogs.md": (src.as_uri(), _sha(src))}
+    folder = download_chroma_general(tmp_path / "f", manifest=manifest)
+    assert _sha(folder / "corpora" / "chatlogs.md") == _sha(src)
+
+
+def test_load_chroma_without_local_copy_or_download_is_a_clear_error(tmp_path):
+    with pytest.raises(DatasetError, match="dataset.path"):
+        load_chroma_general(None, project_root=tmp_path, download=False)
