@@ -35,7 +35,7 @@ class FixedChunker(Chunker):
 
     name = "fixed"
 
-    def __init__(self, chunk_size: int = 400, chunk_overlap: int = 0, unit: str = "tokens", tokenizer: str = "model") -> None:
+    def __init__(self, chunk_size: int = 254, chunk_overlap: int = 0, unit: str = "tokens", tokenizer: str = "model") -> None:
         check_size("chunk_size", chunk_size)
         check_overlap(chunk_size, chunk_overlap)
         check_unit(unit, tokenizer)

@@ -47,7 +47,7 @@ class RecursiveChunker(Chunker):
 
     def __init__(
         self,
-        chunk_size: int = 400,
+        chunk_size: int = 254,
         chunk_overlap: int = 0,
         unit: str = "tokens",
         tokenizer: str = "model",

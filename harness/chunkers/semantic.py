@@ -57,7 +57,7 @@ class SemanticChunker(Chunker):
         breakpoint: str = "threshold",
         threshold: float = 0.5,
         percentile: float = 95.0,
-        max_chunk_size: int = 256,
+        max_chunk_size: int = 254,
         tokenizer: str = "model",
         encoder=None,
     ) -> None:

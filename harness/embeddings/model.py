@@ -140,7 +140,8 @@ class Encoder:
     def count_tokens(self, texts: Sequence[str]) -> list[int]:
         """Word pieces per text as the model's tokenizer sees them (special tokens included)."""
         tok = self.model.tokenizer
-        return [len(ids) for ids in tok(list(texts), add_special_tokens=True, truncation=False)["input_ids"]]
+        enc = tok(list(texts), add_special_tokens=True, truncation=False, verbose=False)
+        return [len(ids) for ids in enc["input_ids"]]
 
     def count_truncated(self, texts: Sequence[str]) -> int:
         """How many texts exceed ``max_seq_length`` and would be truncated when embedded."""
