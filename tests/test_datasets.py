@@ -175,3 +175,15 @@ def test_download_from_file_url(tmp_path):
 def test_load_chroma_without_local_copy_or_download_is_a_clear_error(tmp_path):
     with pytest.raises(DatasetError, match="dataset.path"):
         load_chroma_general(None, project_root=tmp_path, download=False)
+
+
+def test_validate_command_reports_counts_and_failures(tmp_path, capsys):
+    from harness.datasets.__main__ import main
+
+    assert main(["validate", str(KESTREL_PATH)]) == 0
+    out = capsys.readouterr().out
+    assert "queries:         191" in out and "239/239" in out
+    dst = _copy_kestrel(tmp_path)
+    (dst / "corpus" / "faq.md").write_text("shortened\n", encoding="utf-8")
+    assert main(["validate", str(dst)]) == 1
+    assert "faq.md" in capsys.readouterr().err
