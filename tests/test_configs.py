@@ -27,12 +27,38 @@ def test_every_config_file_composes(group, name):
         assert build.build_retriever(cfg, encoder=None).name == name
 
 
-def _limit(chunker):
-    if hasattr(chunker, "chunk_size"):
-        return chunker.unit, getattr(chunker, "tokenizer", "model"), chunker.chunk_size
-    if hasattr(chunker, "max_chunk_size"):
-        return "tokens", chunker.tokenizer, chunker.max_chunk_size
-    return None, None, None
+def check_contract(chunker, documents, chunks):
+    """The invariants of :class:`harness.chunkers.base.Chunker` (see its docstring)."""
+    docs = {d.doc_id: d for d in documents}
+    assert chunks, "no chunks"
+    limit = chunker.size_limit()
+    counter = get_counter(limit[0], limit[1]) if limit else None
+    seen_spans = set()
+    last_start: dict[str, int] = {}
+    covered = {d: bytearray(len(doc.text)) for d, doc in docs.items()}
+    for c in chunks:
+        doc = docs[c.doc_id]
+        assert all(0 <= s < e <= len(doc.text) for s, e in c.spans), c.chunk_id
+        parts = [doc.text[s:e] for s, e in c.spans]
+        meta = c.metadata
+        assert c.text == meta.get("prefix", "") + meta.get("joiner", "").join(parts) + meta.get("suffix", ""), c.chunk_id
+        source = "".join(parts)
+        assert source.strip(), f"whitespace-only chunk {c.chunk_id}"
+        if counter is not None:
+            n = counter.count(source)
+            assert n <= limit[2], (c.chunk_id, n, limit)
+        assert c.spans not in seen_spans or c.parent_id, f"duplicate spans {c.chunk_id}"
+        seen_spans.add(c.spans)
+        if chunker.contiguous:
+            assert len(c.spans) == 1
+            assert c.start >= last_start.get(c.doc_id, 0), f"start went backwards at {c.chunk_id}"
+            last_start[c.doc_id] = c.start
+        for s, e in c.spans:
+            covered[c.doc_id][s:e] = b"\x01" * (e - s)
+    if chunker.partitions:
+        for d, doc in docs.items():
+            missing = [i for i, ch in enumerate(doc.text) if not covered[d][i] and not ch.isspace()]
+            assert not missing, f"{d}: {len(missing)} non-whitespace characters in no chunk, first at {missing[0]}"
 
 
 @pytest.mark.slow
@@ -43,20 +69,7 @@ def test_chunker_contract(name, dataset_fixture, request, encoder):
     cfg = compose([f"chunker={name}"])
     chunker = build.build_chunker(cfg, encoder)
     chunks = chunker.chunk_all(dataset.documents)
-    docs = dataset.by_id
-    assert chunks, "no chunks"
-    unit, tokenizer, limit = _limit(chunker)
-    counter = get_counter(unit, tokenizer) if unit else None
-    ids = set()
-    for c in chunks:
-        doc = docs[c.doc_id]
-        assert all(0 <= s < e <= len(doc.text) for s, e in c.spans)
-        source = "".join(doc.text[s:e] for s, e in c.spans)
-        if "prefix" not in c.metadata:
-            assert c.text == source, c.chunk_id
-        if counter is not None:
-            assert counter.count(source) <= limit, (c.chunk_id, counter.count(source), limit)
-        assert c.chunk_id not in ids
-        ids.add(c.chunk_id)
-    # every document yields at least one chunk
-    assert {c.doc_id for c in chunks} == set(docs)
+    check_contract(chunker, dataset.documents, chunks)
+    # deterministic: a second, freshly built chunker gives identical chunks and ids
+    again = build.build_chunker(cfg, encoder).chunk_all(dataset.documents)
+    assert [(c.chunk_id, c.text) for c in again] == [(c.chunk_id, c.text) for c in chunks]

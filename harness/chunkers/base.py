@@ -15,14 +15,45 @@ class Chunker(ABC):
     them in ``__init__`` with a ``ValueError`` naming the parameter and its allowed range,
     do no expensive work in ``__init__``, and implement :meth:`chunk`.
 
+    Contract (checked for every ``conf/chunker/*.yaml`` by ``tests/test_configs.py``):
+
+    * every span lies in its document; ``chunk.text == metadata.get("prefix", "") +
+      metadata.get("joiner", "").join(span texts) + metadata.get("suffix", "")``, i.e.
+      added context (a section path, a table header) is declared in metadata;
+    * no empty or whitespace-only chunk; no two chunks with identical spans;
+    * :meth:`size_limit` holds for the source text of every chunk;
+    * when ``contiguous``: one span per chunk and starts non-decreasing per document;
+    * when ``partitions``: every non-whitespace character of a document is in some chunk;
+    * deterministic: same input and parameters give identical chunks and ids.
+
     Attributes:
         name: strategy name used in run names and metrics.
         needs_encoder: True when the strategy embeds text while splitting; the builder then
             passes the shared :class:`harness.embeddings.model.Encoder` as ``encoder=``.
+        contiguous: chunks are single spans in document order.
+        partitions: chunks cover every non-whitespace character (no text is dropped).
     """
 
     name: str = "base"
     needs_encoder: bool = False
+    contiguous: bool = True
+    partitions: bool = True
+
+    def size_limit(self) -> tuple[str, str, int] | None:
+        """``(unit, tokenizer, limit)`` that every chunk's source text respects, or None.
+
+        ``unit`` is ``chars``, ``words`` or ``tokens``; ``tokenizer`` is ``"model"`` or a
+        tiktoken encoding name (only meaningful for tokens).
+        """
+        return None
+
+    def expand(self, ranked: list[Chunk], documents: dict[str, Document]) -> list[Chunk]:
+        """Map ranked indexed chunks to what is handed to the generator (default: themselves).
+
+        Hierarchical ("small-to-big") strategies return each hit's parent, deduplicated.
+        Metrics score the expanded list.
+        """
+        return ranked
 
     @abstractmethod
     def chunk(self, doc: Document) -> list[Chunk]:

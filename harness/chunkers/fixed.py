@@ -44,6 +44,9 @@ class FixedChunker(Chunker):
         self.unit = unit
         self.tokenizer = tokenizer
 
+    def size_limit(self) -> tuple[str, str, int]:
+        return (self.unit, self.tokenizer, self.chunk_size)
+
     def chunk(self, doc: Document) -> list[Chunk]:
         counter = get_counter(self.unit, self.tokenizer)
         meta = {"unit": self.unit}

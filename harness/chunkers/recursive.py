@@ -134,6 +134,9 @@ class RecursiveChunker(Chunker):
             self._split(text, 0, len(text), self.separators, counter, out)
         return out
 
+    def size_limit(self) -> tuple[str, str, int]:
+        return (self.unit, self.tokenizer, self.chunk_size)
+
     def chunk(self, doc: Document) -> list[Chunk]:
         meta = {"unit": self.unit}
         return [Chunk.from_spans(doc, [sp], metadata=meta) for sp in self.split_spans(doc.text)]

@@ -107,6 +107,9 @@ class SemanticChunker(Chunker):
                 centroid += vecs[i]
         return starts
 
+    def size_limit(self) -> tuple[str, str, int]:
+        return ("tokens", self.tokenizer, self.max_chunk_size)
+
     def chunk(self, doc: Document) -> list[Chunk]:
         if self.encoder is None:
             raise ValueError("SemanticChunker needs an encoder (built by harness.build with the run's embedding model)")
