@@ -91,20 +91,36 @@ def _target_class(node: DictConfig):
 
 
 def run_name(cfg: DictConfig) -> str:
-    """Readable run name: ``<chunker>-<unit?>-<size>-<overlap>-<retriever>`` e.g. ``recursive-tokens-400-0-faiss``."""
+    """Readable run name from the strategy name and its main sizes, ending in the retriever.
+
+    Examples: ``recursive-400-0-faiss`` (size, overlap), ``fixed-chars-200-20-bm25``,
+    ``fixed-400-0-cl100k_base-faiss``, ``semantic-threshold-0.8-faiss``,
+    ``hierarchical-headings-1024-128-faiss`` (parent, child sizes), ``sentence-254-faiss``.
+    """
     ch = cfg.chunker
-    name = str(ch.get("_target_", "chunker")).rsplit(".", 1)[-1].replace("Chunker", "").lower() or "chunker"
+    try:
+        name = str(getattr(_target_class(ch), "name", "") or "")
+    except Exception:  # noqa: BLE001 - naming must never fail a run
+        name = ""
+    name = name or str(ch.get("_target_", "chunker")).rsplit(".", 1)[-1].replace("Chunker", "").lower()
     parts = [name]
+    unit = ch.get("unit")
+    if unit and unit != "tokens":
+        parts.append(str(unit))
     if "chunk_size" in ch:
-        unit = ch.get("unit")
-        if unit and unit != "tokens":
-            parts.append(str(unit))
         parts += [str(ch.chunk_size), str(ch.get("chunk_overlap", 0))]
-        if ch.get("tokenizer", "model") != "model":
-            parts.append(str(ch.tokenizer))
+    elif "child_size" in ch:
+        parts += [str(ch.get("mode", "")), str(ch.get("parent_size", "")), str(ch.child_size)]
     elif "breakpoint" in ch:
         parts.append(str(ch.breakpoint))
-        parts.append(str(ch.threshold if ch.breakpoint == "threshold" else ch.percentile))
+        if ch.breakpoint == "threshold":
+            parts.append(str(ch.threshold))
+        elif "percentile" in ch and ch.breakpoint == "percentile":
+            parts.append(str(ch.percentile))
+    elif "max_chunk_size" in ch:
+        parts.append(str(ch.max_chunk_size))
+    if ch.get("tokenizer", "model") not in ("model", None):
+        parts.append(str(ch.tokenizer))
     retr = str(cfg.retriever.get("_target_", "retriever")).rsplit(".", 1)[-1].replace("Retriever", "").lower()
     parts.append(retr)
-    return "-".join(parts)
+    return "-".join(p for p in parts if p)

@@ -30,7 +30,8 @@ class Evaluation:
         per_query: one row per query: ids, text, evidence size, each metric at each k, and
             the top-k chunk ids (``retrieved``, ``;``-separated).
         chunks: the chunks that were indexed.
-        run: the raw retrieval run ``{query_id: {chunk_id: score}}``.
+        run: the raw retrieval run ``{query_id: {chunk_id: score}}`` over indexed chunks
+            (for hierarchical strategies: children, before expansion to parents).
         timings: seconds per phase (``chunk``, ``index``, ``search``, ``score``).
         chunk_stats: sizes and counts of the chunk set (see :func:`chunk_statistics`).
     """
@@ -99,6 +100,11 @@ def evaluate(
 ) -> Evaluation:
     """Run one experiment end to end on an already-loaded dataset.
 
+    The retriever fetches ``max(ks) * chunker.fetch_multiplier`` indexed chunks per query
+    (multiplier 1 unless the strategy sets one); ``chunker.expand`` maps them to what the
+    generator receives (parents for small-to-big strategies), and the first ``max(ks)`` of
+    those are scored.
+
     Args:
         dataset: corpus + labelled queries (spans already verified by the loader).
         chunker: built chunker.
@@ -135,15 +141,18 @@ def evaluate(
     timings["index"] = time.perf_counter() - t0
 
     t0 = time.perf_counter()
-    run = retriever.search(dataset.queries, max(ks))
+    fetch_k = max(ks) * int(getattr(chunker, "fetch_multiplier", 1))
+    run = retriever.search(dataset.queries, fetch_k)
     timings["search"] = time.perf_counter() - t0
 
     t0 = time.perf_counter()
     by_id = {c.chunk_id: c for c in chunks}
+    documents = dataset.by_id
     rows = []
     for q in dataset.queries:
-        order = ranked(run, q.query_id)
-        ranked_chunks = [by_id[cid] for cid in order]
+        hits = [by_id[cid] for cid in ranked(run, q.query_id)]
+        ranked_chunks = chunker.expand(hits, documents)[: max(ks)]  # what the generator receives
+        order = [c.chunk_id for c in ranked_chunks]
         m = query_metrics(q, ranked_chunks, ks, relevance_fraction, context_token_counter)
         rows.append(
             {

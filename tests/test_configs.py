@@ -55,6 +55,11 @@ def check_contract(chunker, documents, chunks):
             last_start[c.doc_id] = c.start
         for s, e in c.spans:
             covered[c.doc_id][s:e] = b"\x01" * (e - s)
+    # what the generator receives (parents for small-to-big strategies) is span-exact too
+    for returned in chunker.expand(chunks[:7], docs):
+        doc = docs[returned.doc_id]
+        assert all(0 <= s < e <= len(doc.text) for s, e in returned.spans)
+        assert returned.text.strip()
     if chunker.partitions:
         for d, doc in docs.items():
             missing = [i for i, ch in enumerate(doc.text) if not covered[d][i] and not ch.isspace()]
