@@ -40,11 +40,27 @@ def config_hash(cfg: DictConfig) -> str:
     return hashlib.sha256(json.dumps(data, sort_keys=True, default=str).encode("utf-8")).hexdigest()[:16]
 
 
-def build_encoder(cfg: DictConfig):
-    """The run's shared :class:`~harness.embeddings.model.Encoder` (model loads lazily)."""
+def _instantiate(node: DictConfig, **kwargs):
+    """``hydra.utils.instantiate`` that re-raises a constructor's ValueError/TypeError as itself.
+
+    Hydra wraps constructor errors in ``InstantiationException``; the original message
+    (which names the parameter and its allowed range) is what a user needs to see.
+    """
+    from hydra.errors import InstantiationException
     from hydra.utils import instantiate
 
-    return instantiate(cfg.embedding)
+    try:
+        return instantiate(node, **kwargs)
+    except InstantiationException as exc:
+        cause = exc.__cause__
+        if isinstance(cause, (ValueError, TypeError)):
+            raise cause from None
+        raise
+
+
+def build_encoder(cfg: DictConfig):
+    """The run's shared :class:`~harness.embeddings.model.Encoder` (model loads lazily)."""
+    return _instantiate(cfg.embedding)
 
 
 def build_chunker(cfg: DictConfig, encoder=None):
@@ -53,13 +69,11 @@ def build_chunker(cfg: DictConfig, encoder=None):
     Raises:
         ValueError: invalid chunker parameters (raised by the constructor, naming them).
     """
-    from hydra.utils import instantiate
-
     from harness.chunkers.base import Chunker
 
     cls = _target_class(cfg.chunker)
     kwargs = {"encoder": encoder} if getattr(cls, "needs_encoder", False) else {}
-    chunker = instantiate(cfg.chunker, **kwargs)
+    chunker = _instantiate(cfg.chunker, **kwargs)
     if not isinstance(chunker, Chunker):
         raise TypeError(f"chunker._target_ {cfg.chunker._target_!r} does not build a harness Chunker")
     return chunker
@@ -67,18 +81,14 @@ def build_chunker(cfg: DictConfig, encoder=None):
 
 def build_retriever(cfg: DictConfig, encoder=None):
     """Instantiate ``cfg.retriever``; dense retrievers get ``encoder=``."""
-    from hydra.utils import instantiate
-
     cls = _target_class(cfg.retriever)
     kwargs = {"encoder": encoder} if getattr(cls, "needs_encoder", False) else {}
-    return instantiate(cfg.retriever, **kwargs)
+    return _instantiate(cfg.retriever, **kwargs)
 
 
 def build_dataset(cfg: DictConfig):
     """Load and verify the dataset described by ``cfg.dataset``."""
-    from hydra.utils import instantiate
-
-    return instantiate(cfg.dataset)
+    return _instantiate(cfg.dataset)
 
 
 def _target_class(node: DictConfig):
@@ -115,8 +125,10 @@ def run_name(cfg: DictConfig) -> str:
         parts.append(str(ch.breakpoint))
         if ch.breakpoint == "threshold":
             parts.append(str(ch.threshold))
-        elif "percentile" in ch and ch.breakpoint == "percentile":
+        elif ch.breakpoint == "percentile" and "percentile" in ch:
             parts.append(str(ch.percentile))
+        elif ch.get("breakpoint_amount") is not None:
+            parts.append(str(ch.breakpoint_amount))
     elif "max_chunk_size" in ch:
         parts.append(str(ch.max_chunk_size))
     if ch.get("tokenizer", "model") not in ("model", None):

@@ -59,6 +59,32 @@ def package_versions() -> dict[str, str]:
     return out
 
 
+def check_metrics_config(ks, relevance_fraction: float, objective: str, context_tokenizer: str) -> None:
+    """Validate the ``metrics`` config group before any work.
+
+    Raises:
+        ValueError: ``metrics.ks`` empty or with a value < 1; ``metrics.relevance_fraction``
+            outside [0, 1]; ``metrics.objective`` not a registered ``<family>@<k>`` or its k
+            not in ``metrics.ks``; ``metrics.context_tokenizer`` unknown.
+    """
+    from harness.chunkers.units import TIKTOKEN_OFFLINE
+    from harness.metrics import parse_metric
+
+    if not ks or any(isinstance(k, bool) or not isinstance(k, int) or k < 1 for k in ks):
+        raise ValueError(f"metrics.ks must be a non-empty list of integers >= 1, got {list(ks)!r}")
+    if not 0.0 <= relevance_fraction <= 1.0:
+        raise ValueError(f"metrics.relevance_fraction must be in [0, 1], got {relevance_fraction!r}")
+    try:
+        _, k = parse_metric(objective)
+    except ValueError as exc:
+        raise ValueError(f"metrics.objective: {exc}") from exc
+    if k not in ks:
+        raise ValueError(f"metrics.objective={objective!r} needs k={k} in metrics.ks={list(ks)}")
+    allowed = ["model", *TIKTOKEN_OFFLINE]
+    if context_tokenizer not in allowed:
+        raise ValueError(f"metrics.context_tokenizer must be one of {allowed}, got {context_tokenizer!r}")
+
+
 def execute(cfg: DictConfig) -> dict:
     """Run one configured experiment and log it; returns ``{"run_id", "metrics", "evaluation"}``.
 
@@ -69,7 +95,6 @@ def execute(cfg: DictConfig) -> dict:
     """
     from harness import build
     from harness.chunkers.units import get_counter
-    from harness.metrics import parse_metric
     from harness.pipeline import evaluate
     from harness.tracking import Tracker, artifact_root_for, flatten, resolve_tracking_uri
 
@@ -77,7 +102,6 @@ def execute(cfg: DictConfig) -> dict:
     resolved = build.to_container(cfg)
     ks = list(cfg.metrics.ks)
     objective = str(cfg.metrics.objective)
-    parse_metric(objective)
 
     uri = resolve_tracking_uri(cfg.tracking.uri, build.PROJECT_ROOT)
     experiment = cfg.tracking.experiment or cfg.dataset.name
@@ -88,6 +112,7 @@ def execute(cfg: DictConfig) -> dict:
     with tracker.run(name, tags=tags):
         # Fail fast on bad parameters, before any model or dataset is loaded; the error
         # is still recorded on this (FAILED) run.
+        check_metrics_config(ks, float(cfg.metrics.relevance_fraction), objective, str(cfg.metrics.context_tokenizer))
         encoder = build.build_encoder(cfg)
         chunker = build.build_chunker(cfg, encoder)
         retriever = build.build_retriever(cfg, encoder)
@@ -116,7 +141,7 @@ def execute(cfg: DictConfig) -> dict:
             relevance_fraction=float(cfg.metrics.relevance_fraction),
             context_token_counter=context_counter.count,
             chunk_token_counter=encoder.count_tokens,
-            max_seq_length=encoder.max_seq_length,
+            max_seq_length=encoder.max_seq_length if retriever.needs_encoder or chunker.needs_encoder else None,
             progress=bool(cfg.embedding.show_progress),
         )
         timings.update(ev.timings)
@@ -148,7 +173,8 @@ def _print_summary(name, experiment, uri, run_id, ev) -> None:
     print(f"\nrun {name}  (experiment {experiment!r})")
     print(
         f"chunks: {int(stats['n_chunks'])}, mean {stats['chars_mean']:.0f} chars"
-        + (f" / {stats['tokens_mean']:.0f} tokens; {int(stats['n_truncated'])} exceed the model's {int(stats['max_seq_length'])}-token window" if "n_truncated" in stats else "")
+        + (f" / {stats['tokens_mean']:.0f} model tokens" if "tokens_mean" in stats else "")
+        + (f"; {int(stats['n_truncated'])} exceed the model's {int(stats['max_seq_length'])}-token window" if "n_truncated" in stats else "")
     )
     print(table)
     print(f"MLflow run id: {run_id}")

@@ -60,8 +60,8 @@ def test_chroma_general_loads_all_questions(chroma):
     assert sum(len(q.evidence) for q in chroma.queries) == n_refs
 
 
-def test_chroma_corpus_subset(tmp_path):
-    ds = load_chroma_general(CHROMA_PATH, corpora=["chatlogs"]) if CHROMA_PATH.exists() else pytest.skip()
+def test_chroma_corpus_subset(chroma):
+    ds = load_chroma_general(CHROMA_PATH, corpora=["chatlogs"])
     assert [d.doc_id for d in ds.documents] == ["chatlogs"]
     assert len(ds.queries) == 56
     with pytest.raises(DatasetError, match="pubmed"):
@@ -105,9 +105,7 @@ def test_out_of_range_span_and_bad_json_are_reported(tmp_path):
         load_native(dst)
 
 
-def test_chroma_mismatch_names_row(tmp_path):
-    if not CHROMA_PATH.exists():
-        pytest.skip("no shared chroma copy")
+def test_chroma_mismatch_names_row(tmp_path, chroma):
     dst = tmp_path / "cg"
     shutil.copytree(CHROMA_PATH, dst)
     (dst / "questions.csv").chmod(0o644)
@@ -128,10 +126,8 @@ def _sha(path: Path) -> str:
 
 
 @pytest.fixture()
-def local_http_server():
+def local_http_server(chroma):
     """Serve ../shared/datasets/chroma_general on a free 127.0.0.1 port."""
-    if not CHROMA_PATH.exists():
-        pytest.skip("no shared chroma copy")
     handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=str(CHROMA_PATH))
     handler.log_message = lambda *a, **k: None
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
@@ -163,10 +159,8 @@ def test_download_sha_mismatch_leaves_nothing(tmp_path, local_http_server):
     assert not list((tmp_path / "c").glob(".*part"))
 
 
-def test_download_from_file_url(tmp_path):
+def test_download_from_file_url(tmp_path, chroma):
     src = CHROMA_PATH / "corpora" / "chatlogs.md"
-    if not src.exists():
-        pytest.skip("no shared chroma copy")
     manifest = {"corpora/chatlogs.md": (src.as_uri(), _sha(src))}
     folder = download_chroma_general(tmp_path / "f", manifest=manifest)
     assert _sha(folder / "corpora" / "chatlogs.md") == _sha(src)

@@ -79,6 +79,32 @@ def test_config_errors_fail_fast_and_are_recorded(override, message, tracking_ur
     assert message in runs[0].data.tags["error"]
 
 
+@pytest.mark.parametrize(
+    "overrides, message",
+    [
+        (["metrics.ks=[0,5]"], "metrics.ks must be a non-empty list of integers >= 1"),
+        (["metrics.relevance_fraction=1.5"], r"metrics.relevance_fraction must be in \[0, 1\]"),
+        (["metrics.ks=[1,3]"], r"metrics.objective='recall@5' needs k=5 in metrics.ks=\[1, 3\]"),
+        (["metrics.objective=recall5"], "metrics.objective: unknown metric"),
+        (["metrics.context_tokenizer=foo"], "metrics.context_tokenizer must be one of"),
+        (["embedding.device=gpu0"], "embedding.device must be"),
+    ],
+)
+def test_metric_and_embedding_config_errors_fail_before_work(overrides, message, tracking_uri):
+    cfg = compose([*overrides, f"tracking.uri={tracking_uri}"])
+    with pytest.raises(ValueError, match=message):
+        execute(cfg)
+    _, runs = _runs(tracking_uri, "kestrel_kb")
+    assert runs[0].info.status == "FAILED" and "n_documents" not in runs[0].data.tags  # dataset never loaded
+
+
+def test_encoder_counts_tokens_like_the_model_tokenizer(encoder):
+    texts = ["Kestrel's broker listens on port 8450.", "naïve café — 日本語", ""]
+    expected = [len(ids) for ids in encoder.model.tokenizer(texts, add_special_tokens=True)["input_ids"]]
+    assert encoder.count_tokens(texts) == expected
+    assert encoder.max_seq_length == encoder.model.max_seq_length == 256
+
+
 def test_semantic_threshold_out_of_range_is_a_config_error(tracking_uri):
     cfg = compose(["chunker=semantic", "chunker.threshold=1.5", f"tracking.uri={tracking_uri}"])
     with pytest.raises(Exception, match=r"chunker.threshold must be a cosine similarity in \[-1, 1\]"):

@@ -12,15 +12,19 @@ for each chunk's text, which gives wrong starts on repeated passages when overla
 its length function is summed over pieces, which over- or under-counts tokens and words
 at piece joins. Here every piece is a span from the moment it is cut, and a merged chunk
 is measured on its own text, so its size never exceeds ``chunk_size`` in the configured
-unit (unless a single code point exceeds it).
+unit (unless a single code point exceeds it). For words and tokens, merge decisions count
+the atoms of the whole document's segmentation that a span overlaps (O(log n) per
+decision) and every emitted chunk is then re-tokenised; the rare chunk whose own text is
+longer (a cut inside a word) is re-cut by exact windows.
 """
 
 from __future__ import annotations
 
+import bisect
 import re
 
 from harness.chunkers.base import Chunker, check_overlap, check_size
-from harness.chunkers.units import SizeCounter, check_unit, get_counter, strip_span
+from harness.chunkers.units import SizeCounter, check_unit, get_counter, strip_span, window_atoms
 from harness.types import Chunk, Document, Span
 
 DEFAULT_SEPARATORS = ["\n\n", "\n", " ", ""]
@@ -66,18 +70,31 @@ class RecursiveChunker(Chunker):
         self.tokenizer = tokenizer
         self.separators = seps
         self.strip_whitespace = strip_whitespace
+        self._counter: SizeCounter | None = None
+        self._atom_starts: list[int] = []
+        self._atom_ends: list[int] = []
 
     # -- algorithm -----------------------------------------------------------------------
     def _len(self, text: str, span: Span, counter: SizeCounter) -> int:
+        """Size of a span: exact for chars; for words/tokens the number of atoms of the whole
+        text's segmentation that overlap the span (exact for words, exact for tokens at
+        whitespace boundaries; every emitted chunk is re-measured in :meth:`_emit`)."""
         if counter.unit == "chars":
             return span[1] - span[0]
-        return counter.count(text[span[0] : span[1]])
+        lo = bisect.bisect_right(self._atom_ends, span[0])
+        hi = bisect.bisect_left(self._atom_starts, span[1])
+        return max(0, hi - lo)
 
     def _emit(self, text: str, start: int, end: int, out: list[Span]) -> None:
         if self.strip_whitespace:
             start, end = strip_span(text, start, end)
-        if end > start:
-            out.append((start, end))
+        if end <= start:
+            return
+        if self._counter is not None and self._counter.unit != "chars" and self._counter.count(text[start:end]) > self.chunk_size:
+            # the estimate was off at a mid-word boundary: cut this chunk by re-measured windows
+            out.extend(window_atoms(text, start, end, self._counter, self.chunk_size, 0))
+            return
+        out.append((start, end))
 
     @staticmethod
     def _cut(text: str, start: int, end: int, sep: str) -> list[Span]:
@@ -130,8 +147,18 @@ class RecursiveChunker(Chunker):
         """Chunk spans of ``text`` in order (the algorithm without building Chunk objects)."""
         counter = get_counter(self.unit, self.tokenizer)
         out: list[Span] = []
-        if text:
+        if not text:
+            return out
+        self._counter = counter
+        if counter.unit != "chars":
+            atoms = counter.atoms(text).spans
+            self._atom_starts = [a for a, _ in atoms]
+            self._atom_ends = [b for _, b in atoms]
+        try:
             self._split(text, 0, len(text), self.separators, counter, out)
+        finally:
+            self._counter = None
+            self._atom_starts = self._atom_ends = []
         return out
 
     def size_limit(self) -> tuple[str, str, int]:

@@ -1,24 +1,50 @@
 """Semantic chunking: sentences -> embeddings -> boundaries where the topic shifts.
 
-Two breakpoint modes:
+Breakpoint modes (``breakpoint=``) and the parameter each one reads:
 
-* ``threshold`` -- walk the sentences in order keeping the running centroid (mean of the
-  normalised sentence embeddings) of the current chunk; start a new chunk when the next
-  sentence's cosine similarity to that centroid falls below ``threshold``.
-* ``percentile`` -- compute the cosine distance ``1 - cos(s_i, s_{i+1})`` between each pair
-  of adjacent sentences and cut where it exceeds the ``percentile``-th percentile of all
-  distances in the document (the "percentile" breakpoint of Greg Kamradt's semantic
-  chunking, as in langchain-experimental's ``SemanticChunker``). LangChain's class re-joins
-  sentences with spaces, so its chunks are not substrings of the source; here the
-  breakpoints are applied to exact sentence spans.
+* ``threshold`` (reads ``threshold``) -- walk the sentences in order keeping the running
+  centroid (mean of the normalised sentence embeddings) of the current chunk; start a new
+  chunk when the next sentence's cosine similarity to that centroid falls below
+  ``threshold``.
+* The other four modes use the cosine distances ``d_i = 1 - cos(s_i, s_{i+1})`` between
+  adjacent sentences and cut between sentences ``i`` and ``i + 1`` when a score exceeds a
+  document-level cut-off (:func:`breakpoint_indices`). They are the breakpoint types of
+  Greg Kamradt's semantic chunking ("5 Levels of Text Splitting") as implemented by
+  langchain-experimental's ``SemanticChunker``:
 
-In both modes a chunk never exceeds ``max_chunk_size`` tokens (re-measured on the chunk's
-own text); a single sentence longer than that is cut into token windows first. A chunk's
-span runs from its first sentence's start to its last sentence's end, so the whitespace
-between sentences is kept and ``text == doc.text[start:end]``.
+  - ``percentile`` (reads ``percentile``, default 95): ``d_i`` > the ``percentile``-th
+    percentile of all ``d``;
+  - ``standard_deviation`` (reads ``breakpoint_amount``, default 3): ``d_i > mean(d) +
+    amount * std(d)`` (population standard deviation);
+  - ``interquartile`` (reads ``breakpoint_amount``, default 1.5): ``d_i > mean(d) + amount
+    * (Q3 - Q1)``, quartiles of ``d``;
+  - ``gradient`` (reads ``breakpoint_amount``, default 95): ``g_i`` > the ``amount``-th
+    percentile of ``g``, where ``g = numpy.gradient(d)`` (central differences inside,
+    one-sided at the ends); needs at least two distances (three sentences).
+
+LangChain's class re-joins sentences with spaces, so its chunks are not substrings of the
+source; here the breakpoints are applied to exact sentence spans.
+
+Sentence windows (``buffer_size``, Kamradt's "combined sentences"): with ``buffer_size =
+b > 0`` sentence ``i`` is represented by the embedding of the source text from sentence
+``i - b`` to sentence ``i + b`` (clipped at the document ends), which smooths the distance
+series; chunk spans are still sentence spans. A window longer than the model's input
+(256 word pieces for all-MiniLM-L6-v2) is truncated by the model when embedded.
+
+Size guards, applied while grouping in every mode: a chunk never exceeds
+``max_chunk_size`` tokens (re-measured on the chunk's own text; a single sentence longer
+than that is cut into token windows first), and a semantic boundary is skipped while the
+group before it is smaller than ``min_chunk_size`` tokens (the group is merged with the
+next one). The final group, if smaller than ``min_chunk_size``, is merged into the
+previous one when the result fits ``max_chunk_size``. ``max_chunk_size`` wins over
+``min_chunk_size``. A chunk's span runs from its first sentence's start to its last
+sentence's end, so the whitespace between sentences is kept and ``text ==
+doc.text[start:end]``.
 """
 
 from __future__ import annotations
+
+import math
 
 import numpy as np
 
@@ -27,19 +53,76 @@ from harness.chunkers.sentences import sentence_spans
 from harness.chunkers.units import check_unit, get_counter, window_atoms
 from harness.types import Chunk, Document, Span
 
-BREAKPOINTS = ("threshold", "percentile")
+BREAKPOINTS = ("threshold", "percentile", "standard_deviation", "interquartile", "gradient")
+
+#: ``breakpoint_amount`` used when it is None, per mode (langchain-experimental's defaults).
+DEFAULT_AMOUNTS = {"standard_deviation": 3.0, "interquartile": 1.5, "gradient": 95.0}
+
+
+def breakpoint_indices(distances, mode: str, amount: float) -> list[int]:
+    """Positions of the breakpoints in a series of adjacent-sentence distances.
+
+    Args:
+        distances: ``d_i`` = cosine distance between sentence ``i`` and ``i + 1``, shape
+            ``(n - 1,)`` for ``n`` sentences.
+        mode: ``"percentile"``, ``"standard_deviation"``, ``"interquartile"`` or
+            ``"gradient"`` (definitions in the module docstring).
+        amount: the mode's parameter: a percentile in (0, 100) for ``percentile`` and
+            ``gradient``, a multiplier (>= 0) of the standard deviation or of the
+            interquartile range otherwise.
+
+    Returns:
+        Sorted indices ``i`` such that a new chunk starts at sentence ``i + 1`` (the score
+        at ``i`` is strictly greater than the cut-off). Empty for an empty series, and for
+        ``gradient`` with fewer than two distances.
+
+    Raises:
+        ValueError: unknown ``mode``.
+    """
+    d = np.asarray(distances)
+    if mode not in BREAKPOINTS or mode == "threshold":
+        raise ValueError(f"chunker.breakpoint must be one of {list(BREAKPOINTS[1:])} for a distance series, got {mode!r}")
+    if d.size == 0:
+        return []
+    score = d
+    if mode == "percentile":
+        cut = np.percentile(d, amount)
+    elif mode == "standard_deviation":
+        cut = np.mean(d) + amount * np.std(d)
+    elif mode == "interquartile":
+        q1, q3 = np.percentile(d, [25, 75])
+        cut = np.mean(d) + amount * (q3 - q1)
+    else:  # gradient
+        if d.size < 2:
+            return []
+        score = np.gradient(d)
+        cut = np.percentile(score, amount)
+    return [int(i) for i in np.flatnonzero(score > cut)]
+
+
+def _is_real(value) -> bool:
+    return not isinstance(value, bool) and isinstance(value, (int, float)) and math.isfinite(value)
 
 
 class SemanticChunker(Chunker):
     """Embedding-breakpoint chunking over exact sentence spans.
 
     Args:
-        breakpoint: ``"threshold"`` or ``"percentile"``.
-        threshold: cosine-similarity cut-off in [-1, 1] for ``threshold`` mode (higher
-            gives smaller chunks).
+        breakpoint: ``"threshold"``, ``"percentile"``, ``"standard_deviation"``,
+            ``"interquartile"`` or ``"gradient"`` (see the module docstring).
+        threshold: cosine-similarity cut-off in [-1, 1], read by ``threshold`` mode only
+            (higher gives smaller chunks).
         percentile: percentile in (0, 100) of adjacent-sentence distances above which a
-            ``percentile`` breakpoint is placed.
+            breakpoint is placed, read by ``percentile`` mode only.
+        breakpoint_amount: the parameter of ``standard_deviation`` (std multiplier, >= 0,
+            default 3), ``interquartile`` (IQR multiplier, >= 0, default 1.5) and
+            ``gradient`` (percentile in (0, 100), default 95); None means the mode's
+            default. Ignored by ``threshold`` and ``percentile``.
         max_chunk_size: maximum chunk size in tokens of ``tokenizer``, >= 1.
+        min_chunk_size: minimum chunk size in tokens, ``0 <= min_chunk_size <=
+            max_chunk_size``; a group below it is merged with the next one (0: off).
+        buffer_size: neighbouring sentences on each side embedded with each sentence,
+            >= 0 (0: each sentence alone).
         tokenizer: ``"model"`` (the embedding model's WordPiece) or ``"cl100k_base"``.
         encoder: the :class:`harness.embeddings.model.Encoder` used for sentence
             embeddings; the builder passes the run's shared encoder.
@@ -57,24 +140,55 @@ class SemanticChunker(Chunker):
         breakpoint: str = "threshold",
         threshold: float = 0.5,
         percentile: float = 95.0,
+        breakpoint_amount: float | None = None,
         max_chunk_size: int = 254,
+        min_chunk_size: int = 0,
+        buffer_size: int = 0,
         tokenizer: str = "model",
         encoder=None,
     ) -> None:
         if breakpoint not in BREAKPOINTS:
             raise ValueError(f"chunker.breakpoint must be one of {list(BREAKPOINTS)}, got {breakpoint!r}")
-        if isinstance(threshold, bool) or not isinstance(threshold, (int, float)) or not -1.0 <= threshold <= 1.0:
+        if not _is_real(threshold) or not -1.0 <= threshold <= 1.0:
             raise ValueError(f"chunker.threshold must be a cosine similarity in [-1, 1], got {threshold!r}")
-        if isinstance(percentile, bool) or not isinstance(percentile, (int, float)) or not 0.0 < percentile < 100.0:
+        if not _is_real(percentile) or not 0.0 < percentile < 100.0:
             raise ValueError(f"chunker.percentile must be in (0, 100), got {percentile!r}")
+        if breakpoint_amount is not None:
+            if not _is_real(breakpoint_amount):
+                raise ValueError(f"chunker.breakpoint_amount must be null or a finite number, got {breakpoint_amount!r}")
+            if breakpoint == "gradient" and not 0.0 < breakpoint_amount < 100.0:
+                raise ValueError(
+                    f"chunker.breakpoint_amount must be a percentile in (0, 100) for breakpoint=gradient, got {breakpoint_amount!r}"
+                )
+            if breakpoint in ("standard_deviation", "interquartile") and breakpoint_amount < 0:
+                raise ValueError(
+                    f"chunker.breakpoint_amount must be >= 0 for breakpoint={breakpoint}, got {breakpoint_amount!r}"
+                )
         check_size("max_chunk_size", max_chunk_size)
+        if isinstance(min_chunk_size, bool) or not isinstance(min_chunk_size, int) or not 0 <= min_chunk_size <= max_chunk_size:
+            raise ValueError(
+                f"chunker.min_chunk_size must be an integer in [0, max_chunk_size] = [0, {max_chunk_size}], got {min_chunk_size!r}"
+            )
+        check_size("buffer_size", buffer_size, minimum=0)
         check_unit("tokens", tokenizer)
         self.breakpoint = breakpoint
         self.threshold = float(threshold)
         self.percentile = float(percentile)
+        self.breakpoint_amount = None if breakpoint_amount is None else float(breakpoint_amount)
         self.max_chunk_size = max_chunk_size
+        self.min_chunk_size = min_chunk_size
+        self.buffer_size = buffer_size
         self.tokenizer = tokenizer
         self.encoder = encoder
+
+    @property
+    def amount(self) -> float | None:
+        """The cut-off parameter the configured mode reads (None for ``threshold``)."""
+        if self.breakpoint == "threshold":
+            return None
+        if self.breakpoint == "percentile":
+            return self.percentile
+        return DEFAULT_AMOUNTS[self.breakpoint] if self.breakpoint_amount is None else self.breakpoint_amount
 
     def _units(self, text: str) -> list[Span]:
         """Sentence spans, with sentences over ``max_chunk_size`` tokens cut into windows."""
@@ -87,25 +201,11 @@ class SemanticChunker(Chunker):
                 out.extend(window_atoms(text, s, e, counter, self.max_chunk_size, 0))
         return out
 
-    def _boundaries(self, vecs: np.ndarray) -> set[int]:
-        """Indices ``i`` such that a new chunk starts at sentence ``i`` (semantic part only)."""
-        n = len(vecs)
-        if n < 2:
-            return set()
-        if self.breakpoint == "percentile":
-            dist = 1.0 - np.einsum("ij,ij->i", vecs[:-1], vecs[1:])
-            cut = np.percentile(dist, self.percentile)
-            return {i + 1 for i in range(n - 1) if dist[i] > cut}
-        starts: set[int] = set()
-        centroid = vecs[0].astype(np.float64).copy()
-        for i in range(1, n):
-            c = centroid / (np.linalg.norm(centroid) or 1.0)
-            if float(vecs[i] @ c) < self.threshold:
-                starts.add(i)
-                centroid = vecs[i].astype(np.float64).copy()
-            else:
-                centroid += vecs[i]
-        return starts
+    def _embed(self, text: str, units: list[Span]) -> np.ndarray:
+        """One embedding per unit: the unit alone, or with ``buffer_size`` neighbours each side."""
+        b, n = self.buffer_size, len(units)
+        texts = [text[units[max(0, i - b)][0] : units[min(n - 1, i + b)][1]] for i in range(n)]
+        return self.encoder.encode(texts, desc="embed sentences")
 
     def size_limit(self) -> tuple[str, str, int]:
         return ("tokens", self.tokenizer, self.max_chunk_size)
@@ -117,11 +217,14 @@ class SemanticChunker(Chunker):
         units = self._units(text)
         if not units:
             return []
-        vecs = self.encoder.encode([text[s:e] for s, e in units], desc="embed sentences")
+        vecs = self._embed(text, units)
         if self.breakpoint == "threshold":
             starts = self._boundaries_threshold_sized(text, units, vecs)
         else:
-            starts = self._size_cap(text, units, self._boundaries(vecs))
+            dist = 1.0 - np.einsum("ij,ij->i", vecs[:-1], vecs[1:])
+            semantic = {i + 1 for i in breakpoint_indices(dist, self.breakpoint, self.amount)}
+            starts = self._size_cap(text, units, semantic)
+        starts = self._merge_small_tail(text, units, starts)
         groups: list[list[Span]] = []
         for i, sp in enumerate(units):
             if i == 0 or i in starts:
@@ -133,18 +236,25 @@ class SemanticChunker(Chunker):
             for g in groups
         ]
 
+    def _tokens(self, text: str, start: int, end: int) -> int:
+        return get_counter("tokens", self.tokenizer).count(text[start:end])
+
     def _fits(self, text: str, start: int, end: int) -> bool:
-        return get_counter("tokens", self.tokenizer).count(text[start:end]) <= self.max_chunk_size
+        return self._tokens(text, start, end) <= self.max_chunk_size
+
+    def _too_small(self, text: str, start: int, end: int) -> bool:
+        return self.min_chunk_size > 0 and self._tokens(text, start, end) < self.min_chunk_size
 
     def _boundaries_threshold_sized(self, text: str, units: list[Span], vecs: np.ndarray) -> set[int]:
-        """Threshold mode with the size cap applied while walking (centroid resets at every cut)."""
+        """Threshold mode with both size guards applied while walking (centroid resets at every cut)."""
         starts: set[int] = set()
         first = 0
         centroid = vecs[0].astype(np.float64).copy()
         for i in range(1, len(units)):
             c = centroid / (np.linalg.norm(centroid) or 1.0)
             similar = float(vecs[i] @ c) >= self.threshold
-            if similar and self._fits(text, units[first][0], units[i][1]):
+            keep = similar or self._too_small(text, units[first][0], units[i - 1][1])
+            if keep and self._fits(text, units[first][0], units[i][1]):
                 centroid += vecs[i]
                 continue
             starts.add(i)
@@ -152,12 +262,24 @@ class SemanticChunker(Chunker):
             centroid = vecs[i].astype(np.float64).copy()
         return starts
 
-    def _size_cap(self, text: str, units: list[Span], starts: set[int]) -> set[int]:
-        """Add boundaries so no group of consecutive units exceeds ``max_chunk_size`` tokens."""
-        out = set(starts)
+    def _size_cap(self, text: str, units: list[Span], semantic: set[int]) -> set[int]:
+        """Final group starts: semantic starts not blocked by ``min_chunk_size``, plus cuts forced by ``max_chunk_size``."""
+        out: set[int] = set()
         first = 0
         for i in range(1, len(units)):
-            if i in out or not self._fits(text, units[first][0], units[i][1]):
+            cut = i in semantic and not self._too_small(text, units[first][0], units[i - 1][1])
+            if cut or not self._fits(text, units[first][0], units[i][1]):
                 out.add(i)
                 first = i
         return out
+
+    def _merge_small_tail(self, text: str, units: list[Span], starts: set[int]) -> set[int]:
+        """Drop the last boundary when the final group is below ``min_chunk_size`` and the merge fits."""
+        if self.min_chunk_size == 0 or not starts:
+            return starts
+        ordered = sorted(starts)
+        last = ordered[-1]
+        prev = ordered[-2] if len(ordered) > 1 else 0
+        if self._too_small(text, units[last][0], units[-1][1]) and self._fits(text, units[prev][0], units[-1][1]):
+            return set(ordered[:-1])
+        return starts

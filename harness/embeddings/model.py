@@ -8,8 +8,11 @@ truncated by the model; :meth:`Encoder.count_truncated` reports how many).
 
 from __future__ import annotations
 
+import functools
 import hashlib
+import json
 import os
+import re
 from pathlib import Path
 from typing import Sequence
 
@@ -76,6 +79,8 @@ class Encoder:
     ) -> None:
         if batch_size < 1:
             raise ValueError(f"embedding.batch_size must be >= 1, got {batch_size}")
+        if not re.fullmatch(r"cpu|mps|cuda(:\d+)?", str(device)):
+            raise ValueError(f"embedding.device must be 'cpu', 'cuda', 'cuda:N' or 'mps', got {device!r}")
         self.model_name = model
         self.model_path = resolve_model_path(model)
         self.batch_size = batch_size
@@ -92,8 +97,13 @@ class Encoder:
         if self._model is None:
             os.environ.setdefault("HF_HUB_OFFLINE", "1")
             os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+            import torch
             from sentence_transformers import SentenceTransformer
 
+            if self.device.startswith("cuda") and not torch.cuda.is_available():
+                raise ValueError(f"embedding.device={self.device!r} but this torch build has no CUDA device; use 'cpu'")
+            if self.device == "mps" and not torch.backends.mps.is_available():
+                raise ValueError("embedding.device='mps' but MPS is not available here; use 'cpu'")
             self._model = SentenceTransformer(str(self.model_path), device=self.device)
         return self._model
 
@@ -104,8 +114,30 @@ class Encoder:
 
     @property
     def max_seq_length(self) -> int:
-        """Word pieces the model reads per input; the rest is silently truncated."""
+        """Word pieces the model reads per input; the rest is silently truncated.
+
+        Read from the model folder's ``sentence_bert_config.json`` without loading weights
+        when the model is not loaded yet.
+        """
+        if self._model is None:
+            cfg = self.model_path / "sentence_bert_config.json"
+            if cfg.is_file():
+                value = json.loads(cfg.read_text(encoding="utf-8")).get("max_seq_length")
+                if value:
+                    return int(value)
         return int(self.model.max_seq_length)
+
+    @functools.cached_property
+    def _tokenizer(self):
+        from tokenizers import Tokenizer
+
+        path = self.model_path / "tokenizer.json"
+        if not path.is_file():
+            return None
+        tok = Tokenizer.from_file(str(path))
+        tok.no_padding()
+        tok.no_truncation()
+        return tok
 
     def encode(self, texts: Sequence[str], desc: str = "embed") -> np.ndarray:
         """Embed texts.
@@ -139,8 +171,9 @@ class Encoder:
 
     def count_tokens(self, texts: Sequence[str]) -> list[int]:
         """Word pieces per text as the model's tokenizer sees them (special tokens included)."""
-        tok = self.model.tokenizer
-        enc = tok(list(texts), add_special_tokens=True, truncation=False, verbose=False)
+        if self._tokenizer is not None:  # the model's fast tokenizer, without loading weights
+            return [len(e.ids) for e in self._tokenizer.encode_batch(list(texts), add_special_tokens=True)]
+        enc = self.model.tokenizer(list(texts), add_special_tokens=True, truncation=False, verbose=False)
         return [len(ids) for ids in enc["input_ids"]]
 
     def count_truncated(self, texts: Sequence[str]) -> int:
