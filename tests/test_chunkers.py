@@ -170,3 +170,20 @@ def test_semantic_percentile_mode(kestrel, encoder):
 def test_invalid_parameters_name_the_parameter(cls, kwargs, param):
     with pytest.raises(ValueError, match=rf"chunker\.{param}"):
         cls(**kwargs)
+
+
+@pytest.mark.parametrize("cls", [FixedChunker, RecursiveChunker])
+def test_words_size_8_overlap_4_on_a_40_word_sentence(cls):
+    words = [f"w{i:02d}" for i in range(40)]
+    text = " ".join(words) + "."
+    doc = Document("s", text)
+    chunks = cls(chunk_size=8, chunk_overlap=4, unit="words").chunk(doc)
+    starts = [c.start for c in chunks]
+    assert all(s >= 0 for s in starts)
+    assert starts == sorted(set(starts))  # strictly increasing
+    windows = [c.text.split() for c in chunks]
+    assert all(len(w) <= 8 for w in windows)
+    for prev, cur in zip(windows, windows[1:]):
+        shared = len(set(prev) & set(cur))
+        assert shared <= 4
+    assert {w.rstrip(".") for win in windows for w in win} == set(words)  # nothing lost
