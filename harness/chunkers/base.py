@@ -85,6 +85,40 @@ class Chunker(ABC):
         return out
 
 
+class SizedChunker(Chunker):
+    """Base for strategies capped at ``max_chunk_size`` units of ``unit`` (chars, words or tokens).
+
+    Subclasses call :meth:`_init_size` in ``__init__``; :meth:`size_limit` then reports the cap.
+    """
+
+    max_chunk_size: int
+    unit: str
+    tokenizer: str
+
+    def _init_size(self, max_chunk_size: int, unit: str, tokenizer: str) -> None:
+        """Validate and store the cap.
+
+        Raises:
+            ValueError: ``max_chunk_size`` < 1, unknown ``unit`` or ``tokenizer``.
+        """
+        from harness.chunkers.units import check_unit
+
+        check_size("max_chunk_size", max_chunk_size)
+        check_unit(unit, tokenizer)
+        self.max_chunk_size = max_chunk_size
+        self.unit = unit
+        self.tokenizer = tokenizer
+
+    def size_limit(self) -> tuple[str, str, int]:
+        return (self.unit, self.tokenizer, self.max_chunk_size)
+
+
+def check_count_below(name: str, value: int, bound: int, bound_name: str) -> None:
+    """Raise ``ValueError`` unless ``0 <= value < bound`` (an integer); the message names both parameters."""
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value < bound:
+        raise ValueError(f"chunker.{name} must be an integer in [0, {bound_name}) = [0, {bound}), got {value!r}")
+
+
 def check_size(name: str, value: int, minimum: int = 1) -> None:
     """Raise ``ValueError`` unless ``value`` is an int >= ``minimum`` (message names ``name``)."""
     if isinstance(value, bool) or not isinstance(value, int) or value < minimum:

@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import re
 
-from harness.chunkers.base import Chunker, check_size
+from harness.chunkers.base import SizedChunker
 from harness.chunkers.blocks import (
     SizeLimit,
     fence_map,
@@ -39,7 +39,7 @@ from harness.chunkers.blocks import (
     stripped,
 )
 from harness.chunkers.recursive import RecursiveChunker
-from harness.chunkers.units import check_unit, get_counter
+from harness.chunkers.units import get_counter
 from harness.types import Chunk, Document
 
 _QUESTION = re.compile(
@@ -94,7 +94,7 @@ def faq_regions(text: str, headings: bool = True) -> list[tuple[int, int, str | 
     return regions
 
 
-class FAQChunker(Chunker):
+class FAQChunker(SizedChunker):
     """One chunk per question-answer pair; outside text and oversized pairs by recursive fallback.
 
     Metadata: ``question`` (the question text without ``Q:`` and emphasis, None for outside
@@ -118,14 +118,7 @@ class FAQChunker(Chunker):
     partitions = True
 
     def __init__(self, max_chunk_size: int = 254, unit: str = "tokens", tokenizer: str = "model") -> None:
-        check_size("max_chunk_size", max_chunk_size)
-        check_unit(unit, tokenizer)
-        self.max_chunk_size = max_chunk_size
-        self.unit = unit
-        self.tokenizer = tokenizer
-
-    def size_limit(self) -> tuple[str, str, int]:
-        return (self.unit, self.tokenizer, self.max_chunk_size)
+        self._init_size(max_chunk_size, unit, tokenizer)
 
     def chunk(self, doc: Document) -> list[Chunk]:
         text = doc.text

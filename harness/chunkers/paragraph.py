@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-from harness.chunkers.base import Chunker, check_size
+from harness.chunkers.base import SizedChunker, check_count_below
 from harness.chunkers.packing import fit_units, fits, group_spans, pack_units
 from harness.chunkers.sentences import paragraph_spans, sentence_spans
-from harness.chunkers.units import check_unit, get_counter
+from harness.chunkers.units import get_counter
 from harness.types import Chunk, Document, Span
 
 
-class ParagraphChunker(Chunker):
+class ParagraphChunker(SizedChunker):
     """Consecutive whole paragraphs packed into chunks of at most ``max_chunk_size`` units.
 
     Paragraphs are the blocks between blank lines
@@ -54,24 +54,9 @@ class ParagraphChunker(Chunker):
         unit: str = "tokens",
         tokenizer: str = "model",
     ) -> None:
-        check_size("max_chunk_size", max_chunk_size)
-        if (
-            isinstance(overlap_paragraphs, bool)
-            or not isinstance(overlap_paragraphs, int)
-            or not 0 <= overlap_paragraphs < max_chunk_size
-        ):
-            raise ValueError(
-                f"chunker.overlap_paragraphs must be an integer in [0, max_chunk_size) = [0, {max_chunk_size}), "
-                f"got {overlap_paragraphs!r}"
-            )
-        check_unit(unit, tokenizer)
-        self.max_chunk_size = max_chunk_size
+        self._init_size(max_chunk_size, unit, tokenizer)
+        check_count_below("overlap_paragraphs", overlap_paragraphs, max_chunk_size, "max_chunk_size")
         self.overlap_paragraphs = overlap_paragraphs
-        self.unit = unit
-        self.tokenizer = tokenizer
-
-    def size_limit(self) -> tuple[str, str, int]:
-        return (self.unit, self.tokenizer, self.max_chunk_size)
 
     def chunk(self, doc: Document) -> list[Chunk]:
         text = doc.text

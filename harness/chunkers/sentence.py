@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-from harness.chunkers.base import Chunker, check_size
+from harness.chunkers.base import SizedChunker, check_count_below
 from harness.chunkers.packing import fit_units, group_spans, pack_units
 from harness.chunkers.sentences import sentence_spans
-from harness.chunkers.units import check_unit, get_counter
+from harness.chunkers.units import get_counter
 from harness.types import Chunk, Document
 
 
-class SentenceChunker(Chunker):
+class SentenceChunker(SizedChunker):
     """Consecutive whole sentences packed into chunks of at most ``max_chunk_size`` units.
 
     Sentences come from :func:`harness.chunkers.sentences.sentence_spans` (BlingFire, exact
@@ -54,24 +54,9 @@ class SentenceChunker(Chunker):
         unit: str = "tokens",
         tokenizer: str = "model",
     ) -> None:
-        check_size("max_chunk_size", max_chunk_size)
-        if (
-            isinstance(overlap_sentences, bool)
-            or not isinstance(overlap_sentences, int)
-            or not 0 <= overlap_sentences < max_chunk_size
-        ):
-            raise ValueError(
-                f"chunker.overlap_sentences must be an integer in [0, max_chunk_size) = [0, {max_chunk_size}), "
-                f"got {overlap_sentences!r}"
-            )
-        check_unit(unit, tokenizer)
-        self.max_chunk_size = max_chunk_size
+        self._init_size(max_chunk_size, unit, tokenizer)
+        check_count_below("overlap_sentences", overlap_sentences, max_chunk_size, "max_chunk_size")
         self.overlap_sentences = overlap_sentences
-        self.unit = unit
-        self.tokenizer = tokenizer
-
-    def size_limit(self) -> tuple[str, str, int]:
-        return (self.unit, self.tokenizer, self.max_chunk_size)
 
     def chunk(self, doc: Document) -> list[Chunk]:
         text = doc.text
