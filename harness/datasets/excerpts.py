@@ -1,0 +1,166 @@
+"""Loader for queries labelled with quoted excerpts (no offsets), located in a corpus folder.
+
+Layout::
+
+    <path>/corpus/<doc_id>        one UTF-8 file per document (as in the native format);
+                                  the file name is the doc_id
+    <path>/excerpts.jsonl         one query per line:
+        {"query": "How long is a lease?",
+         "excerpts": ["Leases last 30 seconds", "..."],
+         "doc_id": "broker.md",          # optional
+         "query_id": "L-7"}              # optional
+
+* ``doc_id`` is **optional**. When given, excerpts are searched only in that document
+  (an unknown doc_id is an error); when absent, in every document, and a passage found in
+  two documents is ambiguous like one found twice in one document.
+* ``query_id`` is optional; the default is ``"<file stem>-<line>"`` (e.g. ``excerpts-7``).
+* Each excerpt is located with :func:`harness.datasets.locate.locate`: exact match first,
+  then whitespace-normalised match mapped back to raw offsets. Exactly one match gives an
+  :class:`Evidence` span whose ``text`` is the document slice (original whitespace);
+  zero matches is *missing*, two or more is *ambiguous*.
+* Unless ``allow_unlocated`` is true, any missing or ambiguous excerpt stops loading with
+  a :class:`DatasetError` giving the counts and the first problems. With it, those
+  excerpts are dropped, queries left without evidence are dropped, and the counts are
+  logged as a warning.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from pathlib import Path
+
+from harness.datasets.locate import Match, NormalisedText, locate
+from harness.datasets.native import DOC_TYPES, read_text
+from harness.datasets.report import LoadReport
+from harness.datasets.validate import DatasetError, check_dataset
+from harness.types import Dataset, Document, Evidence, Query
+
+log = logging.getLogger(__name__)
+
+#: How many problems a DatasetError lists before "... and N more".
+SHOW_PROBLEMS = 5
+
+
+def read_excerpts(
+    path: str | Path, name: str | None = None, allow_unlocated: bool = False, file: str = "excerpts.jsonl"
+) -> tuple[Dataset, LoadReport]:
+    """Load an excerpts dataset and return it with its :class:`LoadReport`.
+
+    See :func:`load_excerpts` for arguments and errors; this variant does not log.
+    """
+    if path is None or str(path) == "":
+        raise DatasetError("excerpts: dataset.path is not set; point it at a folder with corpus/ and excerpts.jsonl")
+    root = Path(path)
+    name = name or root.name
+    corpus_dir = root / "corpus"
+    qfile = root / file
+    if not corpus_dir.is_dir():
+        raise DatasetError(f"dataset {name!r}: expected a corpus folder at {corpus_dir}")
+    if not qfile.is_file():
+        raise DatasetError(f"dataset {name!r}: expected an excerpts file at {qfile}")
+    documents = [
+        Document(doc_id=f.name, text=read_text(f), metadata={"type": DOC_TYPES.get(f.suffix.lower(), "text"), "source": str(f)})
+        for f in sorted(p for p in corpus_dir.iterdir() if p.is_file() and not p.name.startswith("."))
+    ]
+    by_id = {d.doc_id: d for d in documents}
+    normalised: dict[str, NormalisedText] = {}
+    report = LoadReport(name)
+    queries: list[Query] = []
+    for lineno, line in enumerate(read_text(qfile).splitlines(), start=1):
+        if not line.strip():
+            continue
+        where = f"{qfile}:{lineno}"
+        try:
+            rec = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise DatasetError(f"{where}: invalid JSON ({exc.msg})") from exc
+        if not isinstance(rec, dict):
+            raise DatasetError(f"{where}: expected a JSON object, got {type(rec).__name__}")
+        query = rec.get("query")
+        if not isinstance(query, str) or not query.strip():
+            raise DatasetError(f"{where}: field 'query' must be a non-empty string, got {query!r}")
+        excerpts = rec.get("excerpts")
+        if not isinstance(excerpts, list) or not excerpts:
+            raise DatasetError(f"{where}: field 'excerpts' must be a non-empty list of strings, got {excerpts!r}")
+        doc_id = rec.get("doc_id")
+        if doc_id is not None:
+            if not isinstance(doc_id, str) or doc_id not in by_id:
+                raise DatasetError(f"{where}: field 'doc_id' {doc_id!r} is not a file in {corpus_dir} (have {sorted(by_id)[:5]}...)")
+            scope = [by_id[doc_id]]
+        else:
+            scope = documents
+        qid = str(rec.get("query_id") or f"{qfile.stem}-{lineno}")
+        evidence: list[Evidence] = []
+        for i, excerpt in enumerate(excerpts):
+            if not isinstance(excerpt, str) or not excerpt.strip():
+                raise DatasetError(f"{where}: excerpts[{i}] must be a non-empty string, got {excerpt!r}")
+            found: list[tuple[str, Match]] = []
+            for doc in scope:
+                norm = normalised.get(doc.doc_id)
+                if norm is None:
+                    norm = normalised[doc.doc_id] = NormalisedText(doc.text)
+                found += [(doc.doc_id, m) for m in locate(doc.text, excerpt, norm)]
+            # exact matches anywhere win over whitespace-normalised ones elsewhere
+            if any(m.method == "exact" for _, m in found):
+                found = [(d, m) for d, m in found if m.method == "exact"]
+            preview = excerpt if len(excerpt) <= 50 else excerpt[:47] + "..."
+            where_in = doc_id or "any document"
+            if not found:
+                report.add("missing", f"{where}: excerpts[{i}] {preview!r} not found in {where_in} (query {qid!r})")
+                continue
+            if len(found) > 1:
+                places = ", ".join(f"{d}@{m.start}" for d, m in found[:4]) + (", ..." if len(found) > 4 else "")
+                report.add(
+                    "ambiguous",
+                    f"{where}: excerpts[{i}] {preview!r} matches {len(found)} places ({places}) (query {qid!r})",
+                )
+                continue
+            d, m = found[0]
+            report.note(f"located_{m.method}")
+            ev = Evidence(doc_id=d, start=m.start, end=m.end, text=by_id[d].text[m.start:m.end])
+            if ev not in evidence:
+                evidence.append(ev)
+        if not evidence:
+            report.add("queries_without_evidence")
+            continue
+        if len(evidence) < len(excerpts):
+            report.note("queries_with_some_excerpts_dropped")
+        queries.append(Query(query_id=qid, text=query, evidence=tuple(evidence)))
+    unlocated = report.count("missing") + report.count("ambiguous")
+    if unlocated and not allow_unlocated:
+        raise DatasetError(
+            f"dataset {name!r}: {unlocated} excerpt(s) could not be located "
+            f"(missing={report.count('missing')}, ambiguous={report.count('ambiguous')}); fix them, add doc_id "
+            f"or a longer excerpt, or set dataset.allow_unlocated=true to drop them.\n" + report.summary(SHOW_PROBLEMS)
+        )
+    dataset = Dataset(name=name, documents=tuple(documents), queries=tuple(queries), source=str(root))
+    check_dataset(dataset)
+    return dataset, report
+
+
+def load_excerpts(
+    path: str | Path, name: str | None = None, allow_unlocated: bool = False, file: str = "excerpts.jsonl"
+) -> Dataset:
+    """Load a corpus folder plus an excerpts JSONL (see the module docstring); verify every span.
+
+    Args:
+        path: folder holding ``corpus/`` and the excerpts file.
+        name: dataset name (default MLflow experiment); defaults to the folder name.
+        allow_unlocated: drop missing/ambiguous excerpts (and queries left without
+            evidence) instead of failing.
+        file: name of the JSONL file inside ``path``.
+
+    Returns:
+        A :class:`Dataset`: documents sorted by file name, queries in file order, each
+        evidence span's ``text`` equal to the document slice it points at.
+
+    Raises:
+        DatasetError: missing folder/file, invalid JSON, a missing or mistyped field, an
+            unknown ``doc_id`` (file and line named); any missing or ambiguous excerpt
+            when ``allow_unlocated`` is false (counts and the first
+            :data:`SHOW_PROBLEMS` problems listed); or no query left.
+    """
+    dataset, report = read_excerpts(path, name=name, allow_unlocated=allow_unlocated, file=file)
+    report.log(log)
+    return dataset
