@@ -6,16 +6,22 @@ can be called from notebooks and tests directly.
 
 from __future__ import annotations
 
+import math
 import statistics
 import time
+import warnings
 from dataclasses import dataclass, field
 from typing import Callable, Sequence
 
 import pandas as pd
 
+from harness import diagnostics as dg
 from harness.chunkers.base import Chunker
+from harness.metrics import is_metric_name, parse_name
 from harness.metrics import span as sp
-from harness.metrics.ranking import query_metrics
+from harness.metrics.budget import budget_recall
+from harness.metrics.ir import ChunkIndex, chunk_ir_metrics, chunk_qrels, document_metrics, item_recall, precision_omega
+from harness.metrics.ranking import check_relevance, query_metrics
 from harness.retrievers.base import Retriever, ranked
 from harness.types import Chunk, Dataset, Run
 
@@ -27,13 +33,20 @@ class Evaluation:
     Attributes:
         metrics: mean of every per-query metric over all labelled queries
             (``{"recall@5": 0.61, ...}``) plus chunk statistics under ``chunks.*``.
-        per_query: one row per query: ids, text, evidence size, each metric at each k, and
-            the top-k chunk ids (``retrieved``, ``;``-separated).
+        per_query: one row per query: ids, text, evidence size, every metric of the suite
+            (``recall@5``, ``ndcg@10``, ``recall@512tok``, ``precision_omega``, ...),
+            ``n_relevant_chunks`` (chunks relevant under ``relevance`` in the pool of
+            indexed and returned chunks) and the top-k chunk ids (``retrieved``,
+            ``;``-separated, last column).
         chunks: the chunks that were indexed.
         run: the raw retrieval run ``{query_id: {chunk_id: score}}`` over indexed chunks
             (for hierarchical strategies: children, before expansion to parents).
         timings: seconds per phase (``chunk``, ``index``, ``search``, ``score``).
-        chunk_stats: sizes and counts of the chunk set (see :func:`chunk_statistics`).
+        chunk_stats: sizes and counts of the chunk set (see
+            :func:`harness.diagnostics.chunk_set_statistics`).
+        miss_reasons: ``{query_id: {k: reason or None}}`` (see :mod:`harness.diagnostics`).
+        degenerate: True when every document fits in one chunk
+            (:func:`harness.diagnostics.is_degenerate`).
     """
 
     metrics: dict[str, float]
@@ -42,16 +55,47 @@ class Evaluation:
     run: Run
     timings: dict[str, float] = field(default_factory=dict)
     chunk_stats: dict[str, float] = field(default_factory=dict)
+    miss_reasons: dict[str, dict[int, str | None]] = field(default_factory=dict)
+    degenerate: bool = False
 
-    def table(self, families: Sequence[str] = ("recall", "precision", "iou", "context_precision", "mrr", "context_tokens")) -> pd.DataFrame:
-        """Mean metrics as a table: one row per metric family, one column per k."""
-        ks = sorted({int(name.split("@")[1]) for name in self.metrics if "@" in name})
+    def table(
+        self,
+        families: Sequence[str] = (
+            "recall", "precision", "iou", "context_precision", "mrr", "context_tokens",
+            "chunk_precision", "item_recall", "hit_rate", "ndcg", "map", "doc_recall", "doc_ndcg",
+        ),
+    ) -> pd.DataFrame:
+        """Mean rank cut-off metrics as a table: one row per metric family, one column per k.
+
+        Budget metrics (``recall@512tok``) are in :meth:`budget_table`; parameterless ones
+        (``precision_omega``) in :attr:`metrics`.
+        """
+        ks = sorted({p.k for p in map(_parse_or_none, self.metrics) if p is not None and p.k is not None})
         rows = {}
         for fam in families:
             row = {f"@{k}": self.metrics.get(f"{fam}@{k}") for k in ks}
             if any(v is not None for v in row.values()):
                 rows[fam] = row
         return pd.DataFrame.from_dict(rows, orient="index")
+
+    def budget_table(self) -> pd.DataFrame:
+        """Mean budget metrics: rows ``recall`` and ``budget_filled``, one column per budget
+        (``@512tok``); empty when no budget was scored."""
+        parsed = [p for p in map(_parse_or_none, self.metrics) if p is not None and p.budget is not None]
+        budgets = sorted({p.budget for p in parsed})
+        rows = {}
+        for fam in ("recall", "budget_filled"):
+            row = {f"@{b}tok": self.metrics.get(f"{fam}@{b}tok") for b in budgets}
+            if any(v is not None for v in row.values()):
+                rows[fam] = row
+        return pd.DataFrame.from_dict(rows, orient="index")
+
+
+def _parse_or_none(name: str):
+    try:
+        return parse_name(name)
+    except ValueError:
+        return None
 
 
 def chunk_statistics(dataset: Dataset, chunks: Sequence[Chunk], count_tokens: Callable[[Sequence[str]], list[int]] | None = None, max_seq_length: int | None = None) -> dict[str, float]:
@@ -97,13 +141,33 @@ def evaluate(
     chunk_token_counter: Callable[[Sequence[str]], list[int]] | None = None,
     max_seq_length: int | None = None,
     progress: bool = True,
+    *,
+    relevance: str = "overlap_fraction",
+    budgets: Sequence[int] = (256, 512, 1024, 2048),
+    context_tokenizer=None,
+    budget_depth: int | None = None,
+    level: str = "chunk",
+    token_spans: Callable[[str], Sequence[tuple[int, int]]] | None = None,
 ) -> Evaluation:
     """Run one experiment end to end on an already-loaded dataset.
 
-    The retriever fetches ``max(ks) * chunker.fetch_multiplier`` indexed chunks per query
-    (multiplier 1 unless the strategy sets one); ``chunker.expand`` maps them to what the
-    generator receives (parents for small-to-big strategies), and the first ``max(ks)`` of
-    those are scored.
+    The retriever fetches ``depth * chunker.fetch_multiplier`` indexed chunks per query
+    (multiplier 1 unless the strategy sets one; never more than there are chunks);
+    ``chunker.expand`` maps them to what the generator receives (parents for small-to-big
+    strategies). The first ``max(ks)`` of those are scored by the rank metrics; budget
+    metrics read as far as they need. ``depth = max(ks)`` without budgets, else
+    ``max(max(ks), budget_depth)`` where ``budget_depth`` defaults to
+    ``min(1000, 2 * ceil(max(budgets) / median context tokens per chunk))``: enough chunks
+    to fill the largest budget twice over for a typical chunk (``budget_filled@Btok``
+    reports when it was not).
+
+    Metrics per query (all in [0, 1] except ``context_tokens``; see
+    :mod:`harness.metrics` for the registry): span ``recall/precision/iou@k``,
+    ``context_precision@k``, ``mrr@k``, ``context_tokens@k`` (with a token counter);
+    chunk-qrels ``chunk_precision@k``, ``item_recall@k``, ``hit_rate@k``, ``ndcg@k``,
+    ``map@k`` (ranx, one call for all queries); ``precision_omega``; ``recall@Btok`` and
+    ``budget_filled@Btok`` (with ``context_tokenizer``); ``doc_recall@k``, ``doc_ndcg@k``
+    (``level="document"``). Means are over every labelled query.
 
     Args:
         dataset: corpus + labelled queries (spans already verified by the loader).
@@ -115,19 +179,38 @@ def evaluate(
         chunk_token_counter: counts embedding-model tokens of many texts, for chunk stats.
         max_seq_length: the embedding model's input limit, to report truncated chunks.
         progress: show progress bars.
+        relevance: chunk relevance rule, one of
+            :data:`harness.metrics.ranking.RELEVANCE_RULES` (``metrics.relevance``).
+        budgets: token budgets ``B`` for ``recall@Btok`` (``metrics.budgets``); empty or
+            ``context_tokenizer=None`` skips them.
+        context_tokenizer: a :class:`harness.chunkers.units.SizeCounter` (``atoms(text)``
+            with offsets) of the context tokenizer, for budget metrics.
+        budget_depth: ranked chunks fetched for budget metrics (None: automatic, above).
+        level: ``"chunk"`` or ``"document"`` (adds ``doc_recall@k``/``doc_ndcg@k``).
+        token_spans: word-piece offsets of a text under the embedding model's tokenizer,
+            for the ``truncated`` miss reason (default: the packaged MiniLM tokenizer).
 
     Returns:
         An :class:`Evaluation`.
 
     Raises:
         ValueError: ``ks`` empty or holding a value < 1, ``relevance_fraction`` outside
-            [0, 1], or the chunker produced no chunks.
+            [0, 1], unknown ``relevance`` or ``level``, a budget or ``budget_depth`` < 1,
+            or the chunker produced no chunks.
     """
     if not ks or any(isinstance(k, bool) or not isinstance(k, int) or k < 1 for k in ks):
         raise ValueError(f"metrics.ks must be a non-empty list of integers >= 1, got {list(ks)!r}")
     if not 0.0 <= relevance_fraction <= 1.0:
         raise ValueError(f"metrics.relevance_fraction must be in [0, 1], got {relevance_fraction!r}")
+    check_relevance(relevance, relevance_fraction)
+    if level not in ("chunk", "document"):
+        raise ValueError(f"metrics.level must be 'chunk' or 'document', got {level!r}")
+    if any(isinstance(b, bool) or not isinstance(b, int) or b < 1 for b in budgets):
+        raise ValueError(f"metrics.budgets must be a list of integers >= 1, got {list(budgets)!r}")
+    if budget_depth is not None and (isinstance(budget_depth, bool) or not isinstance(budget_depth, int) or budget_depth < 1):
+        raise ValueError(f"metrics.budget_depth must be an integer >= 1 or null, got {budget_depth!r}")
     ks = sorted(set(ks))
+    budgets = sorted(set(budgets)) if context_tokenizer is not None else []
     timings: dict[str, float] = {}
 
     t0 = time.perf_counter()
@@ -135,13 +218,40 @@ def evaluate(
     timings["chunk"] = time.perf_counter() - t0
     if not chunks:
         raise ValueError(f"chunker {chunker.name!r} produced no chunks for dataset {dataset.name!r}")
+    size_limit = chunker.size_limit()
+    degenerate = dg.is_degenerate(dataset.documents, size_limit)
+    if degenerate:
+        warnings.warn(dg.degenerate_warning(dataset.documents, size_limit), stacklevel=2)
 
     t0 = time.perf_counter()
     retriever.index(chunks)
     timings["index"] = time.perf_counter() - t0
 
+    if context_token_counter is not None:  # the same chunks come back for many queries: count each text once
+        counts: dict[str, int] = {}
+        raw_counter = context_token_counter
+
+        def context_token_counter(text: str) -> int:
+            if text not in counts:
+                counts[text] = raw_counter(text)
+            return counts[text]
+
+    token_ends_cache: dict[str, list[int]] = {}
+
+    def token_ends(c: Chunk) -> list[int]:
+        if c.chunk_id not in token_ends_cache:
+            token_ends_cache[c.chunk_id] = [e for _, e in context_tokenizer.atoms(c.text).spans]
+        return token_ends_cache[c.chunk_id]
+
+    depth = max(ks)
+    if budgets:
+        if budget_depth is None:
+            typical = statistics.median(len(token_ends(c)) for c in chunks) or 1
+            budget_depth = min(1000, 2 * math.ceil(max(budgets) / typical))
+        depth = max(depth, budget_depth)
+
     t0 = time.perf_counter()
-    fetch_k = max(ks) * int(getattr(chunker, "fetch_multiplier", 1))
+    fetch_k = min(len(chunks), depth * int(getattr(chunker, "fetch_multiplier", 1)))
     run = retriever.search(dataset.queries, fetch_k)
     timings["search"] = time.perf_counter() - t0
 
@@ -149,11 +259,20 @@ def evaluate(
     by_id = {c.chunk_id: c for c in chunks}
     documents = dataset.by_id
     rows = []
+    scored: dict[str, list[Chunk]] = {}
+    pool: dict[str, Chunk] = dict(by_id)
     for q in dataset.queries:
         hits = [by_id[cid] for cid in ranked(run, q.query_id)]
-        ranked_chunks = chunker.expand(hits, documents)[: max(ks)]  # what the generator receives
+        expanded = chunker.expand(hits, documents)  # what the generator receives
+        ranked_chunks = expanded[: max(ks)]
+        scored[q.query_id] = ranked_chunks
+        for c in expanded:
+            pool.setdefault(c.chunk_id, c)
         order = [c.chunk_id for c in ranked_chunks]
-        m = query_metrics(q, ranked_chunks, ks, relevance_fraction, context_token_counter)
+        m = query_metrics(q, ranked_chunks, ks, relevance_fraction, context_token_counter, relevance=relevance)
+        m.update(item_recall(q, ranked_chunks, ks, relevance_fraction, relevance))
+        if budgets:
+            m.update(budget_recall(q, expanded[:depth], budgets, token_ends, documents))
         rows.append(
             {
                 "query_id": q.query_id,
@@ -164,10 +283,35 @@ def evaluate(
                 "retrieved": ";".join(order),
             }
         )
+    # Qrels-based metrics: one ranx call for all queries.
+    omega_index = ChunkIndex(chunks)
+    qrels = chunk_qrels(dataset.queries, ChunkIndex(pool.values()), relevance_fraction, relevance)
+    ir = chunk_ir_metrics(qrels, {qid: [c.chunk_id for c in cs] for qid, cs in scored.items()}, ks)
+    doc = document_metrics(dataset.queries, run, {c.chunk_id: c.doc_id for c in chunks}, ks) if level == "document" else {}
+    for row, q in zip(rows, dataset.queries):
+        row.update(ir[q.query_id])
+        row.update(doc.get(q.query_id, {}))
+        row["precision_omega"] = precision_omega(q, omega_index)
+        row["n_relevant_chunks"] = len(qrels[q.query_id])
     per_query = pd.DataFrame(rows)
-    metric_cols = [c for c in per_query.columns if "@" in c]
+    # keep the id/text columns first and "retrieved" last
+    if "retrieved" in per_query.columns:
+        per_query = per_query[[c for c in per_query.columns if c != "retrieved"] + ["retrieved"]]
+    metric_cols = [c for c in per_query.columns if "@" in c or is_metric_name(c)]
     means = {c: float(per_query[c].mean()) for c in metric_cols}
     timings["score"] = time.perf_counter() - t0
 
-    stats = chunk_statistics(dataset, chunks, chunk_token_counter, max_seq_length)
-    return Evaluation(metrics=means, per_query=per_query, chunks=chunks, run=run, timings=timings, chunk_stats=stats)
+    t0 = time.perf_counter()
+    # truncation only matters when the retriever embeds the chunks (BM25 reads whole texts)
+    window = max_seq_length if retriever.needs_encoder else None
+    reasons = dg.diagnose_queries(dataset.queries, documents, chunks, scored, ks, window, token_spans)
+    for k in ks:  # no "@" in the column name: these are labels, not metrics to average
+        per_query[f"miss_reason_at_{k}"] = [reasons[q.query_id][k] or "" for q in dataset.queries]
+    means.update(dg.aggregate_reasons(reasons, ks))
+    stats = dg.chunk_set_statistics(dataset.documents, chunks, chunk_token_counter, max_seq_length, dataset.queries)
+    stats["degenerate_chunking"] = float(degenerate)
+    timings["diagnostics"] = time.perf_counter() - t0
+    return Evaluation(
+        metrics=means, per_query=per_query, chunks=chunks, run=run, timings=timings, chunk_stats=stats,
+        miss_reasons=reasons, degenerate=degenerate,
+    )

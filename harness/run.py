@@ -59,27 +59,51 @@ def package_versions() -> dict[str, str]:
     return out
 
 
-def check_metrics_config(ks, relevance_fraction: float, objective: str, context_tokenizer: str) -> None:
+def check_metrics_config(
+    ks,
+    relevance_fraction: float,
+    objective: str,
+    context_tokenizer: str,
+    relevance: str = "overlap_fraction",
+    budgets=(),
+    level: str = "chunk",
+    budget_depth=None,
+) -> None:
     """Validate the ``metrics`` config group before any work.
 
     Raises:
         ValueError: ``metrics.ks`` empty or with a value < 1; ``metrics.relevance_fraction``
-            outside [0, 1]; ``metrics.objective`` not a registered ``<family>@<k>`` or its k
-            not in ``metrics.ks``; ``metrics.context_tokenizer`` unknown.
+            outside [0, 1]; ``metrics.relevance`` not a known rule; ``metrics.budgets`` with
+            a value < 1; ``metrics.budget_depth`` < 1; ``metrics.level`` not chunk/document;
+            ``metrics.objective`` not a registered metric name, its k not in
+            ``metrics.ks``, its budget not in ``metrics.budgets`` or a ``doc_*`` metric
+            without ``metrics.level=document``; ``metrics.context_tokenizer`` unknown.
     """
     from harness.chunkers.units import TIKTOKEN_OFFLINE
-    from harness.metrics import parse_metric
+    from harness.metrics import parse_name
+    from harness.metrics.ranking import check_relevance
 
     if not ks or any(isinstance(k, bool) or not isinstance(k, int) or k < 1 for k in ks):
         raise ValueError(f"metrics.ks must be a non-empty list of integers >= 1, got {list(ks)!r}")
     if not 0.0 <= relevance_fraction <= 1.0:
         raise ValueError(f"metrics.relevance_fraction must be in [0, 1], got {relevance_fraction!r}")
+    check_relevance(relevance, relevance_fraction)
+    if any(isinstance(b, bool) or not isinstance(b, int) or b < 1 for b in budgets):
+        raise ValueError(f"metrics.budgets must be a list of integers >= 1, got {list(budgets)!r}")
+    if budget_depth is not None and (isinstance(budget_depth, bool) or not isinstance(budget_depth, int) or budget_depth < 1):
+        raise ValueError(f"metrics.budget_depth must be an integer >= 1 or null, got {budget_depth!r}")
+    if level not in ("chunk", "document"):
+        raise ValueError(f"metrics.level must be 'chunk' or 'document', got {level!r}")
     try:
-        _, k = parse_metric(objective)
+        parsed = parse_name(objective)
     except ValueError as exc:
         raise ValueError(f"metrics.objective: {exc}") from exc
-    if k not in ks:
-        raise ValueError(f"metrics.objective={objective!r} needs k={k} in metrics.ks={list(ks)}")
+    if parsed.k is not None and parsed.k not in ks:
+        raise ValueError(f"metrics.objective={objective!r} needs k={parsed.k} in metrics.ks={list(ks)}")
+    if parsed.budget is not None and parsed.budget not in budgets:
+        raise ValueError(f"metrics.objective={objective!r} needs {parsed.budget} in metrics.budgets={list(budgets)}")
+    if parsed.family.level == "document" and level != "document":
+        raise ValueError(f"metrics.objective={objective!r} needs metrics.level=document")
     allowed = ["model", *TIKTOKEN_OFFLINE]
     if context_tokenizer not in allowed:
         raise ValueError(f"metrics.context_tokenizer must be one of {allowed}, got {context_tokenizer!r}")
@@ -94,7 +118,8 @@ def execute(cfg: DictConfig) -> dict:
     MLflow run FAILED with the error and is re-raised.
     """
     from harness import build
-    from harness.chunkers.units import get_counter
+    from harness.chunkers.units import HFTokenCounter, get_counter
+    from harness.diagnostics import reason_counts
     from harness.pipeline import evaluate
     from harness.tracking import Tracker, artifact_root_for, flatten, resolve_tracking_uri
 
@@ -112,7 +137,22 @@ def execute(cfg: DictConfig) -> dict:
     with tracker.run(name, tags=tags):
         # Fail fast on bad parameters, before any model or dataset is loaded; the error
         # is still recorded on this (FAILED) run.
-        check_metrics_config(ks, float(cfg.metrics.relevance_fraction), objective, str(cfg.metrics.context_tokenizer))
+        budgets = [int(b) for b in cfg.metrics.get("budgets", [])]
+        check_metrics_config(
+            ks,
+            float(cfg.metrics.relevance_fraction),
+            objective,
+            str(cfg.metrics.context_tokenizer),
+            relevance=str(cfg.metrics.get("relevance", "overlap_fraction")),
+            budgets=budgets,
+            level=str(cfg.metrics.get("level", "chunk")),
+            budget_depth=cfg.metrics.get("budget_depth"),
+        )
+        n_boot = int(cfg.stats.bootstrap)
+        if n_boot < 0:
+            raise ValueError(f"stats.bootstrap must be an integer >= 0 (0 = no confidence intervals), got {n_boot}")
+        if not 0.0 < float(cfg.stats.confidence) < 1.0:
+            raise ValueError(f"stats.confidence must be in (0, 1), got {cfg.stats.confidence}")
         encoder = build.build_encoder(cfg)
         chunker = build.build_chunker(cfg, encoder)
         retriever = build.build_retriever(cfg, encoder)
@@ -133,6 +173,7 @@ def execute(cfg: DictConfig) -> dict:
                 "n_queries": len(dataset.queries),
             }
         )
+        model_tokens = HFTokenCounter(str(encoder.model_path / "tokenizer.json"))
         ev = evaluate(
             dataset,
             chunker,
@@ -143,22 +184,51 @@ def execute(cfg: DictConfig) -> dict:
             chunk_token_counter=encoder.count_tokens,
             max_seq_length=encoder.max_seq_length if retriever.needs_encoder or chunker.needs_encoder else None,
             progress=bool(cfg.embedding.show_progress),
+            relevance=str(cfg.metrics.get("relevance", "overlap_fraction")),
+            budgets=budgets,
+            context_tokenizer=context_counter,
+            budget_depth=cfg.metrics.get("budget_depth"),
+            level=str(cfg.metrics.get("level", "chunk")),
+            token_spans=lambda text: model_tokens.atoms(text).spans,
         )
         timings.update(ev.timings)
         t0 = time.perf_counter()
         tracker.log_metrics(ev.metrics)
         tracker.log_metrics({f"chunks.{k}": v for k, v in ev.chunk_stats.items()})
+        tracker.set_tags({"degenerate_chunking": str(ev.degenerate).lower()})
+        tracker.log_text(_json({str(k): v for k, v in reason_counts(ev.miss_reasons, ks).items()}), "miss_reasons.json")
+        if n_boot > 0:  # bootstrap confidence intervals of every mean metric, e.g. recall_at_5_ci_low
+            from pandas.api.types import is_numeric_dtype
+
+            from harness.stats import metric_cis
+
+            means = [m for m in ev.metrics if m in ev.per_query.columns and is_numeric_dtype(ev.per_query[m])]
+            tracker.log_metrics(
+                metric_cis(ev.per_query, means, n_resamples=n_boot, confidence=float(cfg.stats.confidence), seed=int(cfg.stats.seed))
+            )
         for k in ks:  # the recall@k curve: one series drawn against step=k
             tracker.log_metrics({"recall_curve": ev.metrics[f"recall@{k}"]}, step=k)
         tracker.log_dataframe_csv(ev.per_query, "per_query.csv")
         tracker.log_text(_json(ev.chunk_stats), "chunk_stats.json")
-        tracker.log_text(ev.table().to_string(float_format=lambda v: f"{v:.4f}"), "results.txt")
+        tracker.log_text(_results_text(ev), "results.txt")
         timings["log"] = time.perf_counter() - t0
         timings["total"] = time.perf_counter() - t_start
         tracker.log_metrics({f"time.{k}_s": v for k, v in timings.items()})
         run_id = tracker.run_id
     _print_summary(name, experiment, uri, run_id, ev)
     return {"run_id": run_id, "metrics": ev.metrics, "evaluation": ev, "objective": ev.metrics[objective]}
+
+
+def _results_text(ev) -> str:
+    """Mean metrics as text: the rank cut-off table, the budget table, PrecisionΩ."""
+    fmt = lambda v: f"{v:.4f}"  # noqa: E731
+    parts = [ev.table().to_string(float_format=fmt)]
+    budget = ev.budget_table()
+    if not budget.empty:
+        parts.append(budget.to_string(float_format=fmt))
+    if "precision_omega" in ev.metrics:
+        parts.append(f"precision_omega  {ev.metrics['precision_omega']:.4f}")
+    return "\n\n".join(parts)
 
 
 def _json(obj) -> str:
@@ -168,7 +238,7 @@ def _json(obj) -> str:
 
 
 def _print_summary(name, experiment, uri, run_id, ev) -> None:
-    table = ev.table().to_string(float_format=lambda v: f"{v:.4f}")
+    table = _results_text(ev)
     stats = ev.chunk_stats
     print(f"\nrun {name}  (experiment {experiment!r})")
     print(
@@ -177,6 +247,8 @@ def _print_summary(name, experiment, uri, run_id, ev) -> None:
         + (f"; {int(stats['n_truncated'])} exceed the model's {int(stats['max_seq_length'])}-token window" if "n_truncated" in stats else "")
     )
     print(table)
+    if ev.degenerate:
+        print("WARNING degenerate_chunking=true: every document fits in one chunk; this run compares whole documents")
     print(f"MLflow run id: {run_id}")
     print(f"tracking URI:  {uri}\n")
     sys.stdout.flush()

@@ -1,0 +1,219 @@
+"""Qrels-based retrieval metrics: chunk qrels derived from evidence spans, ranx evaluation,
+evidence-item recall, PrecisionΩ and document-level (max-pooled) metrics.
+
+Chunk qrels. For a query ``q`` and a *pool* of chunks (every indexed chunk plus every unit
+the pipeline handed back, e.g. parents of hierarchical strategies), ``qrels[q] = {chunk_id:
+1}`` for each chunk relevant to ``q`` under the relevance rule
+(:data:`harness.metrics.ranking.RELEVANCE_RULES`, ``metrics.relevance``). Grades are
+binary. A query whose evidence no pooled chunk satisfies has empty qrels; every qrels
+metric is then 0 for it (it stays in the mean).
+
+Runs. The ranked list handed to the metrics (after ``chunker.expand``) becomes
+``run[q] = {chunk_id: n - i}`` for rank ``i = 0..n-1``, so the library sees exactly the
+ranking that was scored (no ties; a repeated id keeps its first, best rank).
+
+ranx (Bassani, "ranx: A Blazing-Fast Python Library for Ranking Evaluation and
+Comparison", ECIR 2022) computes ``precision@k`` (divisor k), ``hit_rate@k``, ``mrr@k``,
+``ndcg@k`` (gain = grade, log2 discount), ``map@k`` (divisor = number of relevant
+documents in the qrels) and ``recall@k``; tests cross-check them against ir-measures
+(pytrec_eval) on generated cases. All queries are evaluated in one call, so numba
+compiles at most once per process (12-50 s the very first time on a machine, cached on
+disk afterwards).
+
+Document level (``metrics.level=document``): documents are ranked by their best chunk
+(max-pooled retriever score over the fetched chunks; ties broken by the best chunk's rank)
+and judged relevant when they hold evidence. Intended for datasets labelled by document
+id (BEIR), whose evidence spans cover whole documents.
+"""
+
+from __future__ import annotations
+
+import bisect
+import warnings
+from typing import Iterable, Mapping, Sequence
+
+from harness.metrics import span as sp
+from harness.metrics.ranking import relevant_to
+from harness.types import Chunk, Qrels, Query, Run
+
+#: Our family name -> ranx metric name, for the chunk-level families computed by ranx.
+CHUNK_RANX = {"chunk_precision": "precision", "hit_rate": "hit_rate", "ndcg": "ndcg", "map": "map"}
+#: Document-level families -> ranx metric name.
+DOC_RANX = {"doc_recall": "recall", "doc_ndcg": "ndcg"}
+
+
+class ChunkIndex:
+    """Chunks grouped per document and sorted by start, to find those overlapping a span.
+
+    Args:
+        chunks: any chunks (duplicates by ``chunk_id`` are kept once).
+    """
+
+    def __init__(self, chunks: Iterable[Chunk]) -> None:
+        by_doc: dict[str, dict[str, Chunk]] = {}
+        for c in chunks:
+            by_doc.setdefault(c.doc_id, {}).setdefault(c.chunk_id, c)
+        self._chunks: dict[str, list[Chunk]] = {}
+        self._starts: dict[str, list[int]] = {}
+        self._max_len: dict[str, int] = {}
+        for doc_id, cs in by_doc.items():
+            ordered = sorted(cs.values(), key=lambda c: (c.start, c.end, c.chunk_id))
+            self._chunks[doc_id] = ordered
+            self._starts[doc_id] = [c.start for c in ordered]
+            self._max_len[doc_id] = max(c.end - c.start for c in ordered)
+
+    def overlapping(self, doc_id: str, start: int, end: int) -> list[Chunk]:
+        """Chunks of ``doc_id`` whose spans share at least one character with ``[start, end)``."""
+        if doc_id not in self._chunks:
+            return []
+        starts = self._starts[doc_id]
+        lo = bisect.bisect_left(starts, start - self._max_len[doc_id])
+        hi = bisect.bisect_left(starts, end)
+        return [c for c in self._chunks[doc_id][lo:hi] if sp.overlap_chars(c.spans, (start, end)) > 0]
+
+
+def chunk_qrels(queries: Sequence[Query], index: ChunkIndex, fraction: float = 0.5, rule: str = "overlap_fraction") -> Qrels:
+    """Binary chunk qrels for every query (an entry, possibly empty, per query).
+
+    A pooled chunk is relevant when :func:`harness.metrics.ranking.relevant_to` holds for
+    one of the query's evidence spans. Only chunks overlapping some evidence can be
+    relevant under any rule, so only those are examined.
+    """
+    out: Qrels = {}
+    for q in queries:
+        rel: dict[str, int] = {}
+        for ev in q.evidence:
+            for c in index.overlapping(ev.doc_id, ev.start, ev.end):
+                if c.chunk_id not in rel and relevant_to(c, ev, fraction, rule):
+                    rel[c.chunk_id] = 1
+        out[q.query_id] = rel
+    return out
+
+
+def run_from_rankings(rankings: Mapping[str, Sequence[str]]) -> Run:
+    """``{query_id: [id, ...] best first}`` -> ``{query_id: {id: n - rank}}``; a repeated id
+    keeps its first (best) rank."""
+    out: Run = {}
+    for qid, ids in rankings.items():
+        unique = list(dict.fromkeys(ids))
+        n = len(unique)
+        out[qid] = {cid: float(n - i) for i, cid in enumerate(unique)}
+    return out
+
+
+def ranx_per_query(qrels: Qrels, run: Run, metrics: Sequence[str]) -> dict[str, dict[str, float]]:
+    """Per-query values of ranx metrics, one ranx call for all queries.
+
+    Queries with empty qrels (nothing relevant exists) and queries absent from ``run`` or
+    with an empty ranking score 0 for every metric: ranx rejects empty entries, so they are
+    left out of the call and filled in here.
+
+    Args:
+        qrels: ``{query_id: {id: grade}}``; one entry per query to score.
+        run: ``{query_id: {id: score}}``, higher first.
+        metrics: ranx names such as ``"ndcg@10"``.
+
+    Returns:
+        ``{query_id: {ranx metric name: value}}`` for every query id in ``qrels``.
+    """
+    out = {qid: {m: 0.0 for m in metrics} for qid in qrels}
+    judged = {qid: dict(rel) for qid, rel in qrels.items() if rel}
+    ranked = {qid: dict(run[qid]) for qid in judged if run.get(qid)}
+    if not metrics or not ranked:
+        return out
+    from ranx import Qrels as RQrels
+    from ranx import Run as RRun
+    from ranx import evaluate
+
+    rq = RQrels.from_dict(judged)
+    rr = RRun.from_dict(ranked)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # numba type-safety warnings inside ranx
+        values = evaluate(rq, rr, list(metrics), return_mean=False, make_comparable=True)
+    if len(metrics) == 1:  # ranx returns a bare array for a single metric
+        values = {metrics[0]: values}
+    order = list(rq.keys())  # ranx evaluates in its qrels key order (sorted ids)
+    for m in metrics:
+        for qid, v in zip(order, values[m]):
+            out[qid][m] = float(v)
+    return out
+
+
+def chunk_ir_metrics(qrels: Qrels, rankings: Mapping[str, Sequence[str]], ks: Sequence[int]) -> dict[str, dict[str, float]]:
+    """Chunk-level ``chunk_precision@k``, ``hit_rate@k``, ``ndcg@k``, ``map@k`` per query.
+
+    Args:
+        qrels: from :func:`chunk_qrels`.
+        rankings: the scored ranked chunk ids per query (best first, truncated to max(ks)).
+        ks: cut-offs.
+
+    Returns:
+        ``{query_id: {"ndcg@10": ..., ...}}`` for every query in ``qrels``.
+    """
+    return _renamed(ranx_per_query(qrels, run_from_rankings(rankings), [f"{r}@{k}" for r in CHUNK_RANX.values() for k in ks]), CHUNK_RANX, ks)
+
+
+def _renamed(values: dict[str, dict[str, float]], mapping: Mapping[str, str], ks: Sequence[int]) -> dict[str, dict[str, float]]:
+    return {qid: {f"{ours}@{k}": v[f"{theirs}@{k}"] for ours, theirs in mapping.items() for k in ks} for qid, v in values.items()}
+
+
+def item_recall(query: Query, ranked_chunks: Sequence[Chunk], ks: Sequence[int], fraction: float = 0.5, rule: str = "overlap_fraction") -> dict[str, float]:
+    """``item_recall@k``: share of the query's distinct evidence spans (items) that have a
+    relevant chunk among the top k. In [0, 1]; 0 when nothing was retrieved. A chunk
+    relevant to several items finds all of them; duplicate chunks find nothing new."""
+    items = list({(e.doc_id, e.start, e.end): e for e in query.evidence}.values())
+    first_rank: list[int] = []  # rank of the first chunk relevant to each found item
+    for ev in items:
+        rank = next((i for i, c in enumerate(ranked_chunks, start=1) if relevant_to(c, ev, fraction, rule)), 0)
+        if rank:
+            first_rank.append(rank)
+    n = len(items)
+    return {f"item_recall@{k}": (sum(1 for r in first_rank if r <= k) / n if n else 0.0) for k in ks}
+
+
+def precision_omega(query: Query, index: ChunkIndex) -> float:
+    """Chroma's PrecisionΩ on characters: ``|E ∩ Ω| / |Ω|``, ``Ω`` the union of the spans of
+    every chunk in ``index`` that overlaps the evidence ``E`` (any overlap). 0 when no chunk
+    overlaps. Depends on the chunking only; no retriever can reach a higher span precision
+    while covering all the evidence that the chunking covers."""
+    evidence = sp.span_set((e.doc_id, e.span) for e in query.evidence)
+    touching = {c.chunk_id: c for e in query.evidence for c in index.overlapping(e.doc_id, e.start, e.end)}
+    omega = sp.span_set((c.doc_id, s) for c in touching.values() for s in c.spans)
+    n = sp.size(omega)
+    return sp.intersection_size(evidence, omega) / n if n else 0.0
+
+
+def document_qrels(queries: Sequence[Query]) -> Qrels:
+    """``{query_id: {doc_id: 1}}`` for every document holding evidence of the query."""
+    return {q.query_id: {e.doc_id: 1 for e in q.evidence} for q in queries}
+
+
+def document_run(run: Run, chunk_doc: Mapping[str, str]) -> Run:
+    """Max-pool a chunk run into a document run.
+
+    A document's score is the highest score of its retrieved chunks; documents are then
+    re-scored ``n - position`` in the order (max score desc, rank of the best chunk asc), so
+    ties cannot reorder them inside the metric library.
+
+    Args:
+        run: ``{query_id: {chunk_id: score}}``.
+        chunk_doc: chunk id -> document id.
+    """
+    out: Run = {}
+    for qid, scores in run.items():
+        ordered = sorted(scores, key=lambda cid: (-scores[cid], cid))
+        best: dict[str, tuple[float, int]] = {}
+        for rank, cid in enumerate(ordered):
+            d = chunk_doc[cid]
+            if d not in best:
+                best[d] = (scores[cid], rank)
+        docs = sorted(best, key=lambda d: (-best[d][0], best[d][1]))
+        out[qid] = {d: float(len(docs) - i) for i, d in enumerate(docs)}
+    return out
+
+
+def document_metrics(queries: Sequence[Query], run: Run, chunk_doc: Mapping[str, str], ks: Sequence[int]) -> dict[str, dict[str, float]]:
+    """``doc_recall@k`` and ``doc_ndcg@k`` per query (see the module docstring)."""
+    qrels = document_qrels(queries)
+    values = ranx_per_query(qrels, document_run(run, chunk_doc), [f"{r}@{k}" for r in DOC_RANX.values() for k in ks])
+    return _renamed(values, DOC_RANX, ks)
