@@ -17,7 +17,7 @@ from omegaconf import DictConfig, OmegaConf
 PROJECT_ROOT = Path(__file__).resolve().parents[1]
 
 #: Config groups that do not change a run's results (excluded from the config hash).
-_NON_RESULT_KEYS = ("tracking", "hydra", "paths")
+_NON_RESULT_KEYS = ("tracking", "hydra", "paths", "resume", "cache")
 
 
 def register_resolvers() -> None:
@@ -58,9 +58,17 @@ def _instantiate(node: DictConfig, **kwargs):
         raise
 
 
+def cache_dir(cfg: DictConfig) -> str | None:
+    """The on-disk cache folder (``cache.dir``, default ``paths.cache_dir``), or None when ``cache.enabled=false``."""
+    node = cfg.get("cache")
+    if node is not None and not node.get("enabled", True):
+        return None
+    return str(node.get("dir") if node is not None and node.get("dir") else cfg.paths.cache_dir)
+
+
 def build_encoder(cfg: DictConfig):
-    """The run's shared :class:`~harness.embeddings.model.Encoder` (model loads lazily)."""
-    return _instantiate(cfg.embedding)
+    """The run's shared :class:`~harness.embeddings.model.Encoder` (model loads lazily; on-disk cache per ``cache``)."""
+    return _instantiate(cfg.embedding, cache_dir=cache_dir(cfg))
 
 
 def build_chunker(cfg: DictConfig, encoder=None):

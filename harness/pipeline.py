@@ -11,7 +11,7 @@ import statistics
 import time
 import warnings
 from dataclasses import dataclass, field
-from typing import Callable, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 import pandas as pd
 
@@ -47,6 +47,8 @@ class Evaluation:
         miss_reasons: ``{query_id: {k: reason or None}}`` (see :mod:`harness.diagnostics`).
         degenerate: True when every document fits in one chunk
             (:func:`harness.diagnostics.is_degenerate`).
+        cache: chunk-cache facts: ``chunks_cached`` (1.0 when the chunk set was read from
+            the cache) and, on a miss, ``chunks_stored``; empty without a cache.
     """
 
     metrics: dict[str, float]
@@ -57,6 +59,7 @@ class Evaluation:
     chunk_stats: dict[str, float] = field(default_factory=dict)
     miss_reasons: dict[str, dict[int, str | None]] = field(default_factory=dict)
     degenerate: bool = False
+    cache: dict[str, float] = field(default_factory=dict)
 
     def table(
         self,
@@ -148,6 +151,8 @@ def evaluate(
     budget_depth: int | None = None,
     level: str = "chunk",
     token_spans: Callable[[str], Sequence[tuple[int, int]]] | None = None,
+    chunk_cache=None,
+    chunker_config: Mapping[str, Any] | None = None,
 ) -> Evaluation:
     """Run one experiment end to end on an already-loaded dataset.
 
@@ -189,6 +194,11 @@ def evaluate(
         level: ``"chunk"`` or ``"document"`` (adds ``doc_recall@k``/``doc_ndcg@k``).
         token_spans: word-piece offsets of a text under the embedding model's tokenizer,
             for the ``truncated`` miss reason (default: the packaged MiniLM tokenizer).
+        chunk_cache: a :class:`harness.cache.ChunkCache`; with ``chunker_config`` the chunk
+            set is read from it when present and stored after chunking otherwise (key:
+            :func:`harness.cache.chunk_set_key`; strategies that embed add their encoder's
+            ``embedding_key``). ``Evaluation.cache["chunks_cached"]`` is 1.0 on a hit.
+        chunker_config: the resolved ``chunker`` config with ``_target_`` (plain dict).
 
     Returns:
         An :class:`Evaluation`.
@@ -214,7 +224,7 @@ def evaluate(
     timings: dict[str, float] = {}
 
     t0 = time.perf_counter()
-    chunks = chunker.chunk_all(dataset.documents, progress=progress)
+    chunks, cache_stats = _chunk_with_cache(dataset, chunker, progress, chunk_cache, chunker_config)
     timings["chunk"] = time.perf_counter() - t0
     if not chunks:
         raise ValueError(f"chunker {chunker.name!r} produced no chunks for dataset {dataset.name!r}")
@@ -261,7 +271,12 @@ def evaluate(
     rows = []
     scored: dict[str, list[Chunk]] = {}
     pool: dict[str, Chunk] = dict(by_id)
-    for q in dataset.queries:
+    queries = dataset.queries
+    if progress:
+        from tqdm.auto import tqdm
+
+        queries = tqdm(queries, desc="score queries", unit="query")
+    for q in queries:
         hits = [by_id[cid] for cid in ranked(run, q.query_id)]
         expanded = chunker.expand(hits, documents)  # what the generator receives
         ranked_chunks = expanded[: max(ks)]
@@ -313,5 +328,31 @@ def evaluate(
     timings["diagnostics"] = time.perf_counter() - t0
     return Evaluation(
         metrics=means, per_query=per_query, chunks=chunks, run=run, timings=timings, chunk_stats=stats,
-        miss_reasons=reasons, degenerate=degenerate,
+        miss_reasons=reasons, degenerate=degenerate, cache=cache_stats,
     )
+
+
+def _chunk_with_cache(dataset: Dataset, chunker: Chunker, progress: bool, chunk_cache, chunker_config) -> tuple[list[Chunk], dict[str, float]]:
+    """Chunk the corpus, or read the chunk set from ``chunk_cache`` (and store it on a miss).
+
+    A strategy that embeds while splitting is cached only when its encoder exposes an
+    ``embedding_key`` (which then joins the key); otherwise it is chunked every time.
+    """
+    key = None
+    if chunk_cache is not None and chunker_config is not None:
+        from harness.cache import chunk_set_key
+
+        embedding = None
+        if getattr(chunker, "needs_encoder", False):
+            embedding = getattr(getattr(chunker, "encoder", None), "embedding_key", None)
+        if embedding is not None or not getattr(chunker, "needs_encoder", False):
+            key = chunk_set_key(dataset.documents, chunker_config, embedding)
+    if key is not None:
+        cached = chunk_cache.get(key)
+        if cached is not None:
+            return cached, {"chunks_cached": 1.0}
+    chunks = chunker.chunk_all(dataset.documents, progress=progress)
+    stored = False
+    if key is not None and chunks:
+        stored = chunk_cache.put(key, chunks, {"dataset": dataset.name, "chunker": dict(chunker_config), "n_chunks": len(chunks)})
+    return chunks, {"chunks_cached": 0.0, "chunks_stored": float(stored)}

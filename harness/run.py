@@ -9,6 +9,18 @@ Examples::
 Returns the objective metric (``metrics.objective``, default ``recall@5``) so Hydra
 sweepers can optimise it. A run that raises is recorded in MLflow as FAILED with its error;
 in a multirun the remaining jobs still run.
+
+Resume (``resume: true``, the default): a job whose config hash already has a FINISHED run
+in the experiment does no work; it prints ``skip: finished as run <id>`` and returns that
+run's logged objective. ``resume=false`` runs it again. Before opening its own run a job
+closes RUNNING runs with its config hash (left by a killed process) as KILLED with the tag
+``harness.stale=true``. In a multirun each job prints its place, e.g.
+``job 3/12: recursive-400-0-faiss``.
+
+Parallel and cluster sweeps use Hydra launchers::
+
+    python -m harness.run -m hydra/launcher=joblib hydra.launcher.n_jobs=2 chunker.chunk_size=200,400
+    python -m harness.run -m hydra/launcher=ray_local chunker.chunk_size=200,400
 """
 
 from __future__ import annotations
@@ -20,6 +32,7 @@ import time
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")  # the Ray launcher must not phone home
 
 import hydra  # noqa: E402
 from omegaconf import DictConfig, OmegaConf  # noqa: E402
@@ -112,10 +125,15 @@ def check_metrics_config(
 def execute(cfg: DictConfig) -> dict:
     """Run one configured experiment and log it; returns ``{"run_id", "metrics", "evaluation"}``.
 
-    Order: open the MLflow run, validate and build the chunker and retriever (cheap; bad
+    Order: look up the experiment; with ``resume`` true return the logged result of a
+    FINISHED run with this config hash (``"skipped": True``, see :func:`_skipped`); close
+    stale RUNNING runs of this hash; open the MLflow run, validate and build the chunker and retriever (cheap; bad
     parameters fail here, before any model or dataset is loaded), load and verify the
     dataset, then chunk, embed, index, search, score and log. Any exception marks the
     MLflow run FAILED with the error and is re-raised.
+
+    Raises:
+        ValueError: ``resume`` is not a boolean; any config error (see the builders).
     """
     from harness import build
     from harness.chunkers.units import HFTokenCounter, get_counter
@@ -132,7 +150,18 @@ def execute(cfg: DictConfig) -> dict:
     experiment = cfg.tracking.experiment or cfg.dataset.name
     tracker = Tracker(uri, experiment, artifact_root_for(uri, build.PROJECT_ROOT))
     name = cfg.tracking.run_name or build.run_name(cfg)
-    tags = {"config_hash": build.config_hash(cfg)}
+    chash = build.config_hash(cfg)
+    resume = cfg.get("resume", True)
+    if not isinstance(resume, bool):
+        raise ValueError(f"resume must be true or false, got {resume!r}")
+    if resume:
+        done = tracker.finished_run(chash)
+        if done is not None:
+            return _skipped(done, objective)
+    stale = tracker.mark_stale(chash)
+    if stale:
+        print(f"closed {len(stale)} stale RUNNING run(s) of this configuration as KILLED: {', '.join(stale)}")
+    tags = {"config_hash": chash}
     tags.update({f"version.{k}": v for k, v in package_versions().items()})
     with tracker.run(name, tags=tags):
         # Fail fast on bad parameters, before any model or dataset is loaded; the error
@@ -174,6 +203,9 @@ def execute(cfg: DictConfig) -> dict:
             }
         )
         model_tokens = HFTokenCounter(str(encoder.model_path / "tokenizer.json"))
+        from harness.cache import Cache
+
+        cache_root = build.cache_dir(cfg)
         ev = evaluate(
             dataset,
             chunker,
@@ -190,10 +222,19 @@ def execute(cfg: DictConfig) -> dict:
             budget_depth=cfg.metrics.get("budget_depth"),
             level=str(cfg.metrics.get("level", "chunk")),
             token_spans=lambda text: model_tokens.atoms(text).spans,
+            chunk_cache=Cache(cache_root).chunks if cache_root else None,
+            chunker_config=build.to_container(cfg.chunker),
         )
         timings.update(ev.timings)
         t0 = time.perf_counter()
         tracker.log_metrics(ev.metrics)
+        tracker.log_metrics(
+            {
+                "cache.embedded_texts": encoder.n_encoded,
+                "cache.embedding_hits": encoder.n_cache_hits,
+                "cache.chunks_cached": ev.cache.get("chunks_cached", 0.0),
+            }
+        )
         tracker.log_metrics({f"chunks.{k}": v for k, v in ev.chunk_stats.items()})
         tracker.set_tags({"degenerate_chunking": str(ev.degenerate).lower()})
         tracker.log_text(_json({str(k): v for k, v in reason_counts(ev.miss_reasons, ks).items()}), "miss_reasons.json")
@@ -217,6 +258,62 @@ def execute(cfg: DictConfig) -> dict:
         run_id = tracker.run_id
     _print_summary(name, experiment, uri, run_id, ev)
     return {"run_id": run_id, "metrics": ev.metrics, "evaluation": ev, "objective": ev.metrics[objective]}
+
+
+def _skipped(run, objective: str) -> dict:
+    """Result of a job skipped because ``run`` (a FINISHED MLflow run) has its config hash.
+
+    ``metrics`` holds the run's logged metrics under their MLflow keys (``recall_at_5``);
+    ``evaluation`` is None.
+
+    Raises:
+        ValueError: the finished run has no logged value for ``metrics.objective``.
+    """
+    from harness.metrics import mlflow_key
+
+    run_id = run.info.run_id
+    print(f"skip: finished as run {run_id}")
+    sys.stdout.flush()
+    logged = dict(run.data.metrics)
+    key = mlflow_key(objective)
+    if key not in logged:
+        raise ValueError(f"metrics.objective={objective!r}: finished run {run_id} logged no {key!r}; rerun with resume=false")
+    return {"run_id": run_id, "metrics": logged, "evaluation": None, "objective": logged[key], "skipped": True}
+
+
+def sweep_position() -> tuple[int, int | None] | None:
+    """``(job number from 1, sweep size or None)`` inside a Hydra multirun job, else None.
+
+    The size is counted from the sweep's ``multirun.yaml`` (written by Hydra's basic
+    sweeper in ``hydra.sweep.dir`` before any job starts) as the product of the lengths of
+    its discrete sweeps; it is None under another sweeper, when that file is not readable
+    (a Ray worker on another machine) or when an override cannot be parsed without the
+    config loader (``glob(...)``).
+    """
+    from hydra.core.hydra_config import HydraConfig
+    from hydra.types import RunMode
+
+    if not HydraConfig.initialized():
+        return None
+    hc = HydraConfig.get()
+    if hc.mode != RunMode.MULTIRUN:
+        return None
+    num = int(hc.job.num) + 1
+    try:
+        from hydra.core.override_parser.overrides_parser import OverridesParser
+
+        saved = OmegaConf.load(os.path.join(hc.sweep.dir, "multirun.yaml"))
+        if not str(saved.hydra.sweeper._target_).endswith("BasicSweeper"):
+            return num, None
+        args = [f"{k}={v}" for k, v in (saved.hydra.sweeper.get("params") or {}).items()]
+        args += list(saved.hydra.overrides.task)
+        total = 1
+        for override in OverridesParser.create().parse_overrides(args):
+            if override.is_sweep_override():
+                total *= len(list(override.sweep_string_iterator()))
+        return num, total
+    except Exception:  # noqa: BLE001 - the progress line must never fail a job
+        return num, None
 
 
 def _results_text(ev) -> str:
@@ -256,7 +353,14 @@ def _print_summary(name, experiment, uri, run_id, ev) -> None:
 
 @hydra.main(version_base="1.3", config_path="../conf", config_name="config")
 def main(cfg: DictConfig) -> float:
-    """Hydra entry point; returns the objective metric value."""
+    """Hydra entry point; returns the objective metric value (the logged one for a skipped job)."""
+    position = sweep_position()
+    if position is not None:
+        from harness import build
+
+        num, total = position
+        print(f"job {num}/{total if total else '?'}: {cfg.tracking.run_name or build.run_name(cfg)}")
+        sys.stdout.flush()
     return float(execute(cfg)["objective"])
 
 

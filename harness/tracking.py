@@ -4,6 +4,16 @@ Tracking store resolution (first that is set wins): the ``tracking.uri`` config 
 ``MLFLOW_TRACKING_URI`` environment variable, then a local SQLite store inside the project
 directory, ``sqlite:///<project>/mlruns/mlflow.db`` with artifacts under
 ``<project>/mlruns/artifacts``.
+
+Resume support: :meth:`Tracker.finished_run` finds a FINISHED run of a config hash (the
+``config_hash`` tag) and :meth:`Tracker.mark_stale` closes RUNNING runs of a config hash
+left behind by a killed process (MLflow has no liveness check, so any RUNNING run with the
+hash a new job is about to run is taken as dead; see the README's sweep section).
+
+Parallel writers: a local SQLite store is opened (schema migration, experiment creation)
+under an exclusive file lock beside the database file, so jobs started at the same moment
+by a parallel launcher do not race on a fresh database. Writes after that rely on SQLite's
+own locking, which MLflow's short transactions keep well under its busy timeout.
 """
 
 from __future__ import annotations
@@ -12,6 +22,7 @@ import contextlib
 import hashlib
 import json
 import os
+import re
 import tempfile
 import traceback
 from pathlib import Path
@@ -24,6 +35,14 @@ MAX_PARAM_VALUE = 6000
 MAX_PARAMS_PER_BATCH = 100
 MAX_METRICS_PER_BATCH = 1000
 MAX_TAG_VALUE = 8000
+
+#: Tag set on a RUNNING run that a later job with the same config hash closed as KILLED.
+STALE_TAG = "harness.stale"
+
+#: Seconds a job waits for the SQLite store's open lock before giving up.
+SQLITE_LOCK_TIMEOUT_S = 300.0
+
+_HASH_RE = re.compile(r"^[0-9a-f]{1,64}$")
 
 
 def default_tracking_uri(project_root: str | Path) -> str:
@@ -45,10 +64,35 @@ def resolve_tracking_uri(configured: str | None, project_root: str | Path) -> st
 
 def artifact_root_for(uri: str, project_root: str | Path) -> str | None:
     """Artifact location for new experiments in a local SQLite store; None lets the server decide."""
-    if uri.startswith("sqlite:///"):
-        db = Path(uri[len("sqlite:///") :])
+    db = sqlite_path(uri)
+    if db is not None:
         return (db.parent / "artifacts").resolve().as_uri()
     return None
+
+
+def sqlite_path(uri: str) -> Path | None:
+    """Database file of a ``sqlite:///`` URI, or None for any other store."""
+    if uri.startswith("sqlite:///"):
+        return Path(uri[len("sqlite:///") :])
+    return None
+
+
+@contextlib.contextmanager
+def store_lock(uri: str) -> Iterator[None]:
+    """Exclusive inter-process lock ``<db>.lock`` for a SQLite store; no-op for other stores.
+
+    Raises:
+        filelock.Timeout: the lock was not acquired within :data:`SQLITE_LOCK_TIMEOUT_S`.
+    """
+    db = sqlite_path(uri)
+    if db is None:
+        yield
+        return
+    from filelock import FileLock
+
+    db.parent.mkdir(parents=True, exist_ok=True)
+    with FileLock(str(db) + ".lock", timeout=SQLITE_LOCK_TIMEOUT_S):
+        yield
 
 
 def flatten(cfg: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
@@ -90,15 +134,68 @@ class Tracker:
         self.mlflow = mlflow
         self.tracking_uri = tracking_uri
         mlflow.set_tracking_uri(tracking_uri)
-        client = mlflow.MlflowClient(tracking_uri)
-        exp = client.get_experiment_by_name(experiment)
-        if exp is None:
-            exp_id = client.create_experiment(experiment, artifact_location=artifact_location)
-        else:
-            exp_id = exp.experiment_id
+        with store_lock(tracking_uri):  # first use migrates a SQLite DB: one process at a time
+            client = mlflow.MlflowClient(tracking_uri)
+            exp = client.get_experiment_by_name(experiment)
+            if exp is None:
+                try:
+                    exp_id = client.create_experiment(experiment, artifact_location=artifact_location)
+                except Exception:  # noqa: BLE001 - another process (on a shared server) created it first
+                    exp = client.get_experiment_by_name(experiment)
+                    if exp is None:
+                        raise
+                    exp_id = exp.experiment_id
+            else:
+                exp_id = exp.experiment_id
         self.client = client
         self.experiment_id = exp_id
         self.run_id: str | None = None
+
+    def runs_with_hash(self, config_hash: str, status: str) -> list:
+        """Runs of this experiment tagged ``config_hash`` with MLflow status ``status``, newest first.
+
+        Args:
+            config_hash: hex digest from :func:`harness.build.config_hash`.
+            status: ``FINISHED``, ``RUNNING``, ``FAILED``, ``KILLED`` or ``SCHEDULED``.
+
+        Raises:
+            ValueError: ``config_hash`` is not lowercase hex, or ``status`` is not an MLflow status.
+        """
+        if not _HASH_RE.match(config_hash):
+            raise ValueError(f"config_hash must be lowercase hex, got {config_hash!r}")
+        if status not in ("FINISHED", "RUNNING", "FAILED", "KILLED", "SCHEDULED"):
+            raise ValueError(f"status must be an MLflow run status, got {status!r}")
+        from mlflow.entities import ViewType
+
+        return self.client.search_runs(
+            [self.experiment_id],
+            filter_string=f"tags.config_hash = '{config_hash}' and attributes.status = '{status}'",
+            run_view_type=ViewType.ACTIVE_ONLY,
+            order_by=["attributes.start_time DESC"],
+        )
+
+    def finished_run(self, config_hash: str):
+        """The newest FINISHED run of ``config_hash`` in this experiment, or None."""
+        runs = self.runs_with_hash(config_hash, "FINISHED")
+        return runs[0] if runs else None
+
+    def mark_stale(self, config_hash: str) -> list[str]:
+        """Close every RUNNING run of ``config_hash`` as KILLED with tag ``harness.stale=true``.
+
+        Called by a job before it opens its own run: a RUNNING run with the same config hash
+        is taken as one whose process died (SIGKILL, power loss) without closing it. Two
+        live jobs with the same config hash at the same moment would therefore close each
+        other's run; a sweep never launches the same configuration twice.
+
+        Returns:
+            The ids of the runs closed.
+        """
+        ids = []
+        for run in self.runs_with_hash(config_hash, "RUNNING"):
+            self.client.set_tag(run.info.run_id, STALE_TAG, "true")
+            self.client.set_terminated(run.info.run_id, status="KILLED")
+            ids.append(run.info.run_id)
+        return ids
 
     @contextlib.contextmanager
     def run(self, run_name: str, tags: Mapping[str, str] | None = None) -> Iterator["Tracker"]:

@@ -4,6 +4,7 @@ MLflow SQLite store under a temporary folder. Nothing touches the network."""
 from __future__ import annotations
 
 import os
+import tempfile
 from pathlib import Path
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -45,13 +46,22 @@ def tracking_uri(tmp_path):
     return f"sqlite:///{tmp_path / 'mlflow.db'}"
 
 
+_SESSION_CACHE = tempfile.mkdtemp(prefix="harness-test-cache-")
+
+
 def compose(overrides: list[str]):
-    """Compose the project's Hydra config with overrides (no run directory, no chdir)."""
+    """Compose the project's Hydra config with overrides (no run directory, no chdir).
+
+    Unless an override sets ``cache.*``, the on-disk cache goes to one temporary folder per
+    test session, so tests never read or write the project's ``.cache``.
+    """
     from hydra import compose as hydra_compose
     from hydra import initialize_config_dir
 
     from harness.build import register_resolvers
 
     register_resolvers()
+    if not any(o.startswith(("cache.", "cache=", "+cache")) for o in overrides):
+        overrides = [*overrides, f"cache.dir={_SESSION_CACHE}"]
     with initialize_config_dir(config_dir=str(PROJECT_ROOT / "conf"), version_base="1.3"):
         return hydra_compose(config_name="config", overrides=overrides)

