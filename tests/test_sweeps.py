@@ -40,8 +40,8 @@ def _runs(uri: str, experiment: str = "kestrel_kb"):
 
 
 def _quality(run) -> dict:
-    """Logged metrics without the wall-clock timings (which differ between runs by nature)."""
-    return {k: v for k, v in run.data.metrics.items() if not k.startswith("time.")}
+    """Logged metrics without wall-clock timings and cache bookkeeping (which differ between runs by nature)."""
+    return {k: v for k, v in run.data.metrics.items() if not k.startswith(("time.", "cache."))}
 
 
 def _statuses(runs) -> list[str]:
