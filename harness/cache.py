@@ -211,15 +211,9 @@ def chunker_code_fingerprint() -> str:
 
 
 def _package_versions(names: Sequence[str]) -> dict[str, str]:
-    from importlib import metadata
+    from harness.tracking import package_versions
 
-    out = {}
-    for name in names:
-        try:
-            out[name] = metadata.version(name)
-        except metadata.PackageNotFoundError:
-            out[name] = "missing"
-    return out
+    return package_versions(names)
 
 
 def chunk_set_key(documents: Iterable[Any], chunker_config: Mapping[str, Any], embedding: str | None = None) -> str:

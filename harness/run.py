@@ -61,15 +61,9 @@ TRACKED_PACKAGES = (
 
 def package_versions() -> dict[str, str]:
     """Installed versions of :data:`TRACKED_PACKAGES` (``"missing"`` when absent)."""
-    from importlib import metadata
+    from harness.tracking import package_versions as versions
 
-    out = {}
-    for name in TRACKED_PACKAGES:
-        try:
-            out[name] = metadata.version(name)
-        except metadata.PackageNotFoundError:
-            out[name] = "missing"
-    return out
+    return versions(TRACKED_PACKAGES)
 
 
 def check_metrics_config(

@@ -45,6 +45,19 @@ SQLITE_LOCK_TIMEOUT_S = 300.0
 _HASH_RE = re.compile(r"^[0-9a-f]{1,64}$")
 
 
+def package_versions(names) -> dict[str, str]:
+    """Installed version of each distribution name (``"missing"`` when absent), for provenance."""
+    from importlib import metadata
+
+    out = {}
+    for name in names:
+        try:
+            out[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            out[name] = "missing"
+    return out
+
+
 def default_tracking_uri(project_root: str | Path) -> str:
     """``sqlite:///<project_root>/mlruns/mlflow.db`` (the folder is created)."""
     folder = Path(project_root).resolve() / "mlruns"

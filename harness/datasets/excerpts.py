@@ -26,15 +26,14 @@ Layout::
 
 from __future__ import annotations
 
-import json
 import logging
 from pathlib import Path
 
 from harness.datasets.locate import Match, NormalisedText, locate
-from harness.datasets.native import DOC_TYPES, read_text
+from harness.datasets.native import iter_jsonl, read_corpus_folder
 from harness.datasets.report import LoadReport
 from harness.datasets.validate import DatasetError, check_dataset
-from harness.types import Dataset, Document, Evidence, Query
+from harness.types import Dataset, Evidence, Query
 
 log = logging.getLogger(__name__)
 
@@ -59,24 +58,13 @@ def read_excerpts(
         raise DatasetError(f"dataset {name!r}: expected a corpus folder at {corpus_dir}")
     if not qfile.is_file():
         raise DatasetError(f"dataset {name!r}: expected an excerpts file at {qfile}")
-    documents = [
-        Document(doc_id=f.name, text=read_text(f), metadata={"type": DOC_TYPES.get(f.suffix.lower(), "text"), "source": str(f)})
-        for f in sorted(p for p in corpus_dir.iterdir() if p.is_file() and not p.name.startswith("."))
-    ]
+    documents = read_corpus_folder(corpus_dir)
     by_id = {d.doc_id: d for d in documents}
     normalised: dict[str, NormalisedText] = {}
     report = LoadReport(name)
     queries: list[Query] = []
-    for lineno, line in enumerate(read_text(qfile).splitlines(), start=1):
-        if not line.strip():
-            continue
-        where = f"{qfile}:{lineno}"
-        try:
-            rec = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise DatasetError(f"{where}: invalid JSON ({exc.msg})") from exc
-        if not isinstance(rec, dict):
-            raise DatasetError(f"{where}: expected a JSON object, got {type(rec).__name__}")
+    for where, rec in iter_jsonl(qfile):
+        lineno = int(where.rsplit(":", 1)[1])
         query = rec.get("query")
         if not isinstance(query, str) or not query.strip():
             raise DatasetError(f"{where}: field 'query' must be a non-empty string, got {query!r}")

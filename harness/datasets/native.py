@@ -35,6 +35,35 @@ def read_text(path: Path) -> str:
         return fh.read()
 
 
+def iter_jsonl(path: Path):
+    """Yield ``(where, record)`` for each non-blank line of a UTF-8 JSONL file.
+
+    ``where`` is ``"<path>:<line>"`` for error messages.
+
+    Raises:
+        DatasetError: a line is not valid JSON or not a JSON object (file and line named).
+    """
+    for lineno, line in enumerate(read_text(path).splitlines(), start=1):
+        if not line.strip():
+            continue
+        where = f"{path}:{lineno}"
+        try:
+            rec = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise DatasetError(f"{where}: invalid JSON ({exc.msg})") from exc
+        if not isinstance(rec, dict):
+            raise DatasetError(f"{where}: expected a JSON object, got {type(rec).__name__}")
+        yield where, rec
+
+
+def read_corpus_folder(corpus_dir: Path) -> list[Document]:
+    """One :class:`Document` per visible file of ``corpus_dir``, sorted by name; doc_id = file name."""
+    return [
+        Document(doc_id=f.name, text=read_text(f), metadata={"type": DOC_TYPES.get(f.suffix.lower(), "text"), "source": str(f)})
+        for f in sorted(p for p in corpus_dir.iterdir() if p.is_file() and not p.name.startswith("."))
+    ]
+
+
 def load_native(path: str | Path, name: str | None = None) -> Dataset:
     """Load a dataset in the project's folder format and verify every evidence span.
 
@@ -58,24 +87,9 @@ def load_native(path: str | Path, name: str | None = None) -> Dataset:
         raise DatasetError(f"dataset {name!r}: expected a corpus folder at {corpus_dir}")
     if not questions.is_file():
         raise DatasetError(f"dataset {name!r}: expected a questions file at {questions}")
-    documents = []
-    for file in sorted(p for p in corpus_dir.iterdir() if p.is_file() and not p.name.startswith(".")):
-        documents.append(
-            Document(
-                doc_id=file.name,
-                text=read_text(file),
-                metadata={"type": DOC_TYPES.get(file.suffix.lower(), "text"), "source": str(file)},
-            )
-        )
+    documents = read_corpus_folder(corpus_dir)
     queries = []
-    for lineno, line in enumerate(read_text(questions).splitlines(), start=1):
-        if not line.strip():
-            continue
-        where = f"{questions}:{lineno}"
-        try:
-            rec = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise DatasetError(f"{where}: invalid JSON ({exc.msg})") from exc
+    for where, rec in iter_jsonl(questions):
         try:
             evidence = tuple(
                 Evidence(doc_id=e["doc_id"], start=int(e["start"]), end=int(e["end"]), text=e.get("text", ""))
