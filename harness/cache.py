@@ -15,6 +15,9 @@ Everything here is keyed by what determines the result, never by run or config n
   chunker config as canonical JSON incl. ``_target_``, the source of ``harness/chunkers``,
   versions of the splitting libraries, and the embedding key for strategies that embed).
   BM25 and FAISS runs with the same chunker share one chunk set.
+* **LLM replies** (``<dir>/llm/<2 hex>/<key>.json``): the text of one chat-completion
+  reply, keyed by :func:`reply_key` (sha256 of the endpoint, model, messages and sampling
+  parameters; never the API key). Used by :class:`harness.llm.LLMClient`.
 * **Indexes** are not stored. FAISS ``IndexFlatIP`` is rebuilt from the cached vectors
   (0.05 s for 50k x 384 here) and rank-bm25 is rebuilt from the cached chunk texts (pure
   Python token counting, seconds at most, no model); storing either would duplicate the
@@ -30,7 +33,7 @@ naming both. A chunk-set file that cannot be read back exactly is treated as a m
 Command line::
 
     python -m harness.cache info  [--dir DIR]
-    python -m harness.cache clear [--dir DIR] [--kind embeddings|chunks]
+    python -m harness.cache clear [--dir DIR] [--kind embeddings|chunks|llm]
 
 ``DIR`` defaults to ``<project>/.cache`` (``paths.cache_dir``). SQLite locking needs a
 local file system: on a cluster give each node its own ``cache.dir``.
@@ -57,7 +60,7 @@ FORMAT_VERSION = 1
 #: Default cache folder: ``<project>/.cache`` (the ``paths.cache_dir`` of conf/config.yaml).
 DEFAULT_CACHE_DIR = Path(__file__).resolve().parents[1] / ".cache"
 #: Kinds of entries ``harness.cache clear --kind`` accepts.
-KINDS = ("embeddings", "chunks")
+KINDS = ("embeddings", "chunks", "llm")
 #: Files larger than this are fingerprinted by size, head and tail instead of fully (bytes).
 _FULL_HASH_LIMIT = 1 << 20
 #: Libraries whose version can change how text is split or counted.
@@ -501,8 +504,102 @@ class ChunkCache:
         return sum(1 for _ in self.directory.glob("*/*.json")) if self.directory.is_dir() else 0
 
 
+# -- LLM replies ----------------------------------------------------------------------------
+def reply_key(request: Mapping[str, Any]) -> str:
+    """sha256 hex identifying one chat-completion request (the reply cache key).
+
+    Args:
+        request: everything that determines the reply, as JSON values: endpoint, model,
+            messages and sampling parameters (see :meth:`harness.llm.LLMClient.request_for`).
+            It must never hold the API key: it is stored next to the reply.
+
+    Raises:
+        ValueError: ``request`` is not JSON-representable.
+    """
+    try:
+        body = canonical_json({"format": FORMAT_VERSION, "request": dict(request)})
+    except (TypeError, ValueError) as exc:
+        raise ValueError(f"LLM request is not JSON-representable, cannot key the reply cache: {exc}") from exc
+    return sha256_hex(body)
+
+
+class ReplyCache:
+    """LLM reply texts as JSON files ``<directory>/<key[:2]>/<key>.json``.
+
+    An entry is ``{"format", "key", "request", "reply", "reply_sha256"}``. Reads are
+    verified: the stored ``key`` must equal the requested one, :func:`reply_key` of the
+    stored ``request`` must reproduce it, and ``reply`` must be a string whose sha256 is
+    ``reply_sha256`` (so a renamed, edited, truncated or foreign file is a miss). Writes are atomic (:func:`atomic_write_text`), so a killed process leaves
+    the old entry, the new one, or none. Nothing is pickled.
+
+    Args:
+        directory: folder of the reply files (created on first write).
+    """
+
+    def __init__(self, directory: str | os.PathLike) -> None:
+        self.directory = Path(directory)
+
+    def path(self, key: str) -> Path:
+        """File of the entry ``key`` (a sha256 hex string).
+
+        Raises:
+            ValueError: ``key`` is not a hex digest.
+        """
+        if len(key) < 3 or any(ch not in "0123456789abcdef" for ch in key):
+            raise ValueError(f"reply cache key must be a hex digest, got {key!r}")
+        return self.directory / key[:2] / f"{key}.json"
+
+    def get(self, request: Mapping[str, Any]) -> str | None:
+        """The cached reply text for ``request``, or None on a miss.
+
+        An entry that does not parse or fails verification is a miss (with a warning).
+        """
+        key = reply_key(request)
+        path = self.path(key)
+        try:
+            raw = path.read_text(encoding="utf-8")
+        except FileNotFoundError:
+            return None
+        try:
+            entry = json.loads(raw)
+            if entry.get("format") != FORMAT_VERSION or entry.get("key") != key:
+                raise ValueError(f"stored key {str(entry.get('key'))[:12]}… is not {key[:12]}…")
+            if reply_key(entry["request"]) != key:
+                raise ValueError("stored request does not hash to its key")
+            reply = entry["reply"]
+            if not isinstance(reply, str):
+                raise ValueError(f"stored reply is {type(reply).__name__}, not a string")
+            if sha256_hex(reply) != entry["reply_sha256"]:
+                raise ValueError("stored reply does not match its sha256")
+            return reply
+        except (ValueError, KeyError, TypeError, AttributeError) as exc:
+            warnings.warn(f"ignoring unreadable LLM reply-cache entry {path}: {exc}", stacklevel=2)
+            return None
+
+    def put(self, request: Mapping[str, Any], reply: str) -> str:
+        """Store ``reply`` for ``request`` atomically; returns the key.
+
+        Raises:
+            TypeError: ``reply`` is not a string.
+            ValueError: ``request`` is not JSON-representable.
+        """
+        if not isinstance(reply, str):
+            raise TypeError(f"reply cache stores reply texts (str), got {type(reply).__name__}")
+        key = reply_key(request)
+        payload = json.dumps(
+            {"format": FORMAT_VERSION, "key": key, "request": dict(request), "reply": reply, "reply_sha256": sha256_hex(reply)},
+            ensure_ascii=False,
+        )
+        atomic_write_text(self.path(key), payload)
+        return key
+
+    def count(self) -> int:
+        """Number of stored replies."""
+        return sum(1 for _ in self.directory.glob("*/*.json")) if self.directory.is_dir() else 0
+
+
 class Cache:
-    """Both caches under one folder: ``<root>/embeddings`` and ``<root>/chunks``.
+    """The caches under one folder: ``<root>/embeddings``, ``<root>/chunks`` and ``<root>/llm``.
 
     Args:
         root: the cache folder (``cache.dir``, default ``<project>/.cache``).
@@ -512,6 +609,7 @@ class Cache:
         self.root = Path(root).expanduser()
         self.embeddings = EmbeddingCache(self.root / "embeddings")
         self.chunks = ChunkCache(self.root / "chunks")
+        self.llm = ReplyCache(self.root / "llm")
 
     def folder(self, kind: str) -> Path:
         """Folder of one kind of entry.
@@ -529,7 +627,7 @@ class Cache:
         for kind in KINDS:
             folder = self.folder(kind)
             size = sum(p.stat().st_size for p in folder.rglob("*") if p.is_file()) if folder.is_dir() else 0
-            entries = self.embeddings.count() if kind == "embeddings" else self.chunks.count()
+            entries = {"embeddings": self.embeddings, "chunks": self.chunks, "llm": self.llm}[kind].count()
             out[kind] = {"bytes": size, "entries": entries}
         return out
 
@@ -552,7 +650,7 @@ def _human(n: int) -> str:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """``python -m harness.cache info|clear [--dir DIR] [--kind embeddings|chunks]``."""
+    """``python -m harness.cache info|clear [--dir DIR] [--kind embeddings|chunks|llm]``."""
     parser = argparse.ArgumentParser(prog="python -m harness.cache", description="Show the size of or clear the harness caches.")
     parser.add_argument("command", choices=("info", "clear"))
     parser.add_argument("--dir", default=str(DEFAULT_CACHE_DIR), help="cache folder (cache.dir; default: %(default)s)")
@@ -568,7 +666,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     info = cache.info()
     print(f"cache folder {cache.root}")
     for kind in (args.kind,) if args.kind else KINDS:
-        label = "vectors" if kind == "embeddings" else "chunk sets"
+        label = {"embeddings": "vectors", "chunks": "chunk sets", "llm": "replies"}[kind]
         print(f"{kind:<11} {info[kind]['entries']:>9} {label:<10} {_human(info[kind]['bytes']):>10}")
     total = sum(v["bytes"] for v in info.values())
     print(f"{'total':<11} {'':>9} {'':<10} {_human(total):>10}")

@@ -1,4 +1,13 @@
-"""Paired comparison of logged runs: ``python -m harness.compare RUN_A RUN_B [RUN_C ...]``.
+"""Compare logged runs: list an experiment's runs as a table, or test paired differences.
+
+Listing (no run ids): ``python -m harness.compare [--experiment NAME] [--sort METRIC]
+[--filter "tags.chunker = 'fixed'"] [--tag KEY=VALUE ...] [--k 5] [--format markdown|csv]
+[--limit N]`` prints one row per FINISHED run of the experiment (default: the experiment
+``python -m harness.run`` logs to with the project's default config), with chunker, size,
+overlap, unit, retriever, ``recall@k``, ``precision@k``, ``context_precision@k``, ``iou@k``,
+the run time ``time.total_s`` in seconds, run name and id; see :func:`list_runs`.
+
+Paired comparison: ``python -m harness.compare RUN_A RUN_B [RUN_C ...]``.
 
 The first run is the baseline; every other run is compared with it on the same queries,
 metric by metric, using each run's ``per_query.csv`` artifact:
@@ -29,7 +38,7 @@ import sys
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Sequence
+from typing import Mapping, Sequence
 
 import pandas as pd
 
@@ -217,26 +226,325 @@ def format_tables(tables: dict[str, pd.DataFrame], baseline: LoggedRun, alpha: f
     return "\n".join(lines)
 
 
+# ---------------------------------------------------------------------------- listing mode
+
+#: Config params giving a run's chunk size, first present wins (strategies name it differently).
+SIZE_PARAMS = ("chunker.chunk_size", "chunker.max_chunk_size", "chunker.child_size", "chunker.window_minutes")
+#: Config params giving a run's overlap, first present wins.
+OVERLAP_PARAMS = ("chunker.chunk_overlap", "chunker.overlap_sentences", "chunker.overlap_paragraphs", "chunker.child_overlap")
+#: Metric families shown per run in the listing, at the chosen k.
+LIST_FAMILIES = ("recall", "precision", "context_precision", "iou")
+#: Logged metric holding a run's wall-clock time in seconds.
+TIME_METRIC = "time.total_s"
+#: Output formats of the listing.
+LIST_FORMATS = ("markdown", "csv")
+
+
+def tag_filter(tags: Sequence[str]) -> str:
+    """MLflow filter clauses for ``KEY=VALUE`` strings, joined with ``and``.
+
+    ``["chunker=fixed", "mlflow.user=ana"]`` -> ``"tags.`chunker` = 'fixed' and tags.`mlflow.user` = 'ana'"``.
+
+    Raises:
+        ValueError: an item has no ``=`` or an empty key, a key holds a backtick, or a
+            value holds both quote characters (MLflow's filter grammar cannot express it).
+    """
+    clauses = []
+    for item in tags:
+        key, sep, value = item.partition("=")
+        key = key.strip()
+        if not sep or not key:
+            raise ValueError(f"--tag must look like KEY=VALUE (e.g. chunker=fixed), got {item!r}")
+        if "`" in key:
+            raise ValueError(f"--tag key must not contain a backtick, got {key!r}")
+        if "'" in value and '"' in value:
+            raise ValueError(f"--tag value cannot contain both ' and \", got {value!r}")
+        quote = '"' if "'" in value else "'"
+        clauses.append(f"tags.`{key}` = {quote}{value}{quote}")
+    return " and ".join(clauses)
+
+
+def _first(values: Mapping[str, str], keys: Sequence[str]):
+    for key in keys:
+        if key in values and values[key] not in ("", "None"):
+            return values[key]
+    return None
+
+
+def _number(text):
+    """An integer-valued param as int, another number as float, anything else unchanged."""
+    if text is None:
+        return None
+    try:
+        value = float(text)
+    except (TypeError, ValueError):
+        return text
+    return int(value) if value.is_integer() else value
+
+
+def search_all_runs(client, experiment_id: str, filter_string: str) -> list:
+    """Every active run of ``experiment_id`` matching ``filter_string``, following MLflow's pages.
+
+    Raises:
+        mlflow.exceptions.MlflowException: the filter string is not valid MLflow syntax.
+    """
+    from mlflow.entities import ViewType
+
+    runs, token = [], None
+    while True:
+        page = client.search_runs(
+            [experiment_id], filter_string=filter_string, run_view_type=ViewType.ACTIVE_ONLY, max_results=1000, page_token=token
+        )
+        runs.extend(page)
+        token = page.token
+        if not token:
+            return runs
+
+
+def list_runs(
+    client,
+    experiment: str,
+    k: int = 5,
+    filter_string: str | None = None,
+    tags: Sequence[str] = (),
+    sort: str | None = None,
+    ascending: bool = False,
+    limit: int | None = None,
+    all_statuses: bool = False,
+) -> pd.DataFrame:
+    """The runs of one experiment as a table, one row per evaluation run.
+
+    Columns: ``chunker`` and ``retriever`` (the run's tags), ``size``, ``overlap``,
+    ``unit`` (from the chunker params: the first of :data:`SIZE_PARAMS` /
+    :data:`OVERLAP_PARAMS` a run has; sizes are in ``unit``), ``recall@k``,
+    ``precision@k``, ``context_precision@k``, ``iou@k`` (the logged means, in [0, 1]),
+    ``time_s`` (``time.total_s``: seconds from start to logged), ``run`` (run name),
+    ``run_id`` and, with ``all_statuses``, ``status``. A cell is empty (NaN/None) when the
+    run did not log that value.
+
+    Runs listed: active (not deleted) runs matching ``filter_string`` (MLflow search
+    syntax, e.g. ``"tags.chunker = 'fixed' and params.`chunker.chunk_size` = '200'"``) and
+    every ``KEY=VALUE`` of ``tags``; only FINISHED ones unless ``all_statuses``. A sweep's
+    parent run (tag ``harness.sweep=parent``) and runs without ``recall@k`` (failed before
+    scoring) are left out unless ``all_statuses``.
+
+    Order: by ``sort`` (a metric name as in ``recall@5`` or as logged, ``recall_at_5``,
+    ``time.total_s``, or a column of this table), descending unless ``ascending``; runs
+    without a value come last; ties keep the newest run first. Default ``recall@k``.
+    Then at most ``limit`` rows.
+
+    Raises:
+        CompareError: no experiment named ``experiment`` (the message lists those that
+            exist); ``sort`` names neither a column nor a metric any listed run logged.
+        ValueError: ``k`` < 1, ``limit`` < 1, a malformed ``tags`` item, or an invalid
+            ``filter_string`` (MLflow's message is kept).
+    """
+    from harness.metrics import mlflow_key
+    from harness.tracking import SWEEP_TAG
+
+    if isinstance(k, bool) or not isinstance(k, int) or k < 1:
+        raise ValueError(f"k must be an integer >= 1, got {k!r}")
+    if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 1):
+        raise ValueError(f"limit must be an integer >= 1, got {limit!r}")
+    exp = client.get_experiment_by_name(experiment)
+    if exp is None:
+        names = sorted(e.name for e in client.search_experiments())
+        raise CompareError(f"no experiment named {experiment!r} in the tracking store; experiments there: {names}")
+    clauses = [c for c in (filter_string, tag_filter(tags)) if c and c.strip()]
+    if not all_statuses:
+        clauses.append("attributes.status = 'FINISHED'")
+    query = " and ".join(clauses)
+    try:
+        runs = search_all_runs(client, exp.experiment_id, query)
+    except Exception as exc:  # MlflowException: bad filter syntax, unknown attribute
+        if type(exc).__name__ == "MlflowException":
+            raise ValueError(f"invalid --filter {filter_string!r} (search string sent: {query!r}): {exc}") from exc
+        raise
+
+    metric_keys = {f"{fam}@{k}": mlflow_key(f"{fam}@{k}") for fam in LIST_FAMILIES}
+    recall_key = metric_keys[f"recall@{k}"]
+    rows, extra = [], []
+    for run in runs:
+        m, p, t = run.data.metrics, run.data.params, run.data.tags
+        if not all_statuses and (t.get(SWEEP_TAG) == "parent" or recall_key not in m):
+            continue
+        row = {
+            "chunker": t.get("chunker"),
+            "size": _number(_first(p, SIZE_PARAMS)),
+            "overlap": _number(_first(p, OVERLAP_PARAMS)),
+            "unit": p.get("chunker.unit"),
+            "retriever": t.get("retriever"),
+        }
+        row.update({name: m.get(key) for name, key in metric_keys.items()})
+        row["time_s"] = m.get(TIME_METRIC)
+        row["run"] = run.info.run_name
+        row["run_id"] = run.info.run_id
+        if all_statuses:
+            row["status"] = run.info.status
+        rows.append(row)
+        extra.append({**m, "_start": run.info.start_time or 0})
+    columns = ["chunker", "size", "overlap", "unit", "retriever", *metric_keys, "time_s", "run", "run_id"] + (["status"] if all_statuses else [])
+    table = pd.DataFrame(rows, columns=columns)
+    if table.empty:
+        return table
+
+    sort = sort or f"recall@{k}"
+    if sort in table.columns:
+        key = pd.to_numeric(table[sort], errors="coerce") if sort not in ("chunker", "unit", "retriever", "run", "run_id", "status") else table[sort]
+    else:
+        logged = sort if any(sort in e for e in extra) else mlflow_key(sort)
+        if not any(logged in e for e in extra):
+            known = {name for e in extra for name in e}
+            examples = [n for n in (f"recall_at_{k}", f"ndcg_at_{k}", f"mrr_at_{k}", "precision_omega", "chunks.n_chunks", TIME_METRIC) if n in known]
+            raise CompareError(f"--sort {sort!r} is neither a column {columns} nor a metric logged by a listed run (logged metrics include {examples})")
+        key = pd.Series([e.get(logged) for e in extra], dtype="float64")
+    order = pd.DataFrame({"key": key.to_numpy(), "start": [e["_start"] for e in extra]})
+    # missing values last, ties: newest first (stable sorts, least significant key first)
+    order = order.sort_values("start", ascending=False, kind="stable")
+    order = order.sort_values("key", ascending=ascending, kind="stable", na_position="last")
+    table = table.loc[order.index].reset_index(drop=True)
+    if limit is not None:
+        table = table.head(limit)
+    return table
+
+
+def format_listing(table: pd.DataFrame, fmt: str = "markdown", digits: int = 4) -> str:
+    """Render :func:`list_runs`'s table: ``markdown`` (GitHub pipe table, metrics rounded to
+    ``digits`` decimals, time to 1 decimal, empty cells for missing values) or ``csv``
+    (full precision, for spreadsheets and scripts).
+
+    Raises:
+        ValueError: ``fmt`` not in :data:`LIST_FORMATS`.
+    """
+    if fmt not in LIST_FORMATS:
+        raise ValueError(f"format must be one of {list(LIST_FORMATS)}, got {fmt!r}")
+    if fmt == "csv":
+        return table.to_csv(index=False).rstrip("\n")
+    shown = table.copy()
+    for col in shown.columns:
+        if "@" in col:
+            shown[col] = shown[col].map(lambda v: "" if pd.isna(v) else f"{v:.{digits}f}")
+        elif col == "time_s":
+            shown[col] = shown[col].map(lambda v: "" if pd.isna(v) else f"{v:.1f}")
+        else:
+            shown[col] = shown[col].map(lambda v: "" if v is None or (isinstance(v, float) and pd.isna(v)) else str(v))
+    numeric = [c for c in shown.columns if "@" in c or c in ("size", "overlap", "time_s")]
+    align = ["right" if c in numeric else "left" for c in shown.columns]
+    return shown.to_markdown(index=False, colalign=align, disable_numparse=True)
+
+
+def default_experiment() -> str:
+    """The experiment ``python -m harness.run`` logs to with no overrides:
+    ``tracking.experiment`` of the project's composed config, else its ``dataset.name``."""
+    from hydra import compose, initialize_config_dir
+
+    from harness.build import PROJECT_ROOT, register_resolvers
+
+    register_resolvers()
+    with initialize_config_dir(config_dir=str(PROJECT_ROOT / "conf"), version_base="1.3"):
+        cfg = compose(config_name="config")
+    return str(cfg.tracking.experiment or cfg.dataset.name)
+
+
+def _list_main(args) -> int:
+    import mlflow
+
+    from harness.build import PROJECT_ROOT
+    from harness.tracking import resolve_tracking_uri
+
+    args.k = 5 if args.k is None else args.k
+    args.format = args.format or "markdown"
+    if args.k < 1:
+        print(f"error: --k must be >= 1, got {args.k}", file=sys.stderr)
+        return 2
+    if args.limit is not None and args.limit < 1:
+        print(f"error: --limit must be >= 1, got {args.limit}", file=sys.stderr)
+        return 2
+    uri = args.tracking_uri or resolve_tracking_uri(None, PROJECT_ROOT)
+    experiment = args.experiment or default_experiment()
+    client = mlflow.MlflowClient(uri)
+    try:
+        table = list_runs(
+            client,
+            experiment,
+            k=args.k,
+            filter_string=args.filter,
+            tags=args.tag or (),
+            sort=args.sort,
+            ascending=args.ascending,
+            limit=args.limit,
+            all_statuses=args.all_runs,
+        )
+    except (CompareError, ValueError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    if args.format == "csv":
+        print(format_listing(table, "csv"))
+        return 0
+    if table.empty:
+        print(f"no {'' if args.all_runs else 'finished '}runs in experiment {experiment!r} match (tracking URI: {uri})")
+        return 0
+    sort = args.sort or f"recall@{args.k}"
+    print(f"experiment {experiment!r}: {len(table)} run(s), sorted by {sort} {'ascending' if args.ascending else 'descending'}; time_s = time.total_s (seconds)\n")
+    print(format_listing(table, "markdown"))
+    print(f"\ntracking URI: {uri}")
+    return 0
+
+
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="python -m harness.compare",
-        description="Paired comparison of MLflow runs on the same queries; the first run is the baseline.",
+        description=(
+            "Without run ids: list an experiment's runs as a table. "
+            "With two or more run ids: paired comparison on the same queries; the first run is the baseline."
+        ),
     )
-    p.add_argument("runs", nargs="+", metavar="RUN_ID", help="MLflow run ids; the first is the baseline (at least two)")
+    p.add_argument("runs", nargs="*", metavar="RUN_ID", help="MLflow run ids; the first is the baseline (none: list runs)")
     p.add_argument("--tracking-uri", default=None, help="MLflow tracking URI (default: $MLFLOW_TRACKING_URI, else the project store)")
-    p.add_argument("--metrics", nargs="+", default=None, help=f"per-query metric columns (default: those of {list(DEFAULT_METRICS)} present)")
-    p.add_argument("--resamples", type=int, default=1000, help="bootstrap resamples and random sign patterns (default 1000)")
-    p.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
-    p.add_argument("--alpha", type=float, default=0.05, help="significance level; CIs are at 1 - alpha (default 0.05)")
-    p.add_argument("--json", default=None, metavar="OUT.json", help="also write the tables as JSON")
+    ls = p.add_argument_group("listing (no run ids)")
+    ls.add_argument("--experiment", default=None, help="experiment name (default: the one `python -m harness.run` logs to, i.e. the default dataset's name)")
+    ls.add_argument("--k", type=int, default=None, help="rank cut-off of the metric columns (default 5)")
+    ls.add_argument("--sort", default=None, metavar="METRIC", help="metric (recall@5, recall_at_5, time.total_s, ...) or column to sort by (default recall@K)")
+    ls.add_argument("--ascending", action="store_true", help="sort ascending (default descending)")
+    ls.add_argument("--filter", default=None, metavar="EXPR", help="MLflow search filter, e.g. \"tags.chunker = 'fixed'\" or \"params.`chunker.chunk_size` = '200'\"")
+    ls.add_argument("--tag", action="append", default=None, metavar="KEY=VALUE", help="keep runs with this tag value (repeatable; ANDed with --filter)")
+    ls.add_argument("--format", choices=LIST_FORMATS, default=None, help="markdown table (default) or csv")
+    ls.add_argument("--limit", type=int, default=None, help="show at most this many runs (after sorting)")
+    ls.add_argument("--all-runs", action="store_true", help="also list unfinished, failed and sweep-parent runs, with a status column")
+    pc = p.add_argument_group("paired comparison (two or more run ids)")
+    pc.add_argument("--metrics", nargs="+", default=None, help=f"per-query metric columns (default: those of {list(DEFAULT_METRICS)} present)")
+    pc.add_argument("--resamples", type=int, default=None, help="bootstrap resamples and random sign patterns (default 1000)")
+    pc.add_argument("--seed", type=int, default=None, help="random seed (default 0)")
+    pc.add_argument("--alpha", type=float, default=None, help="significance level; CIs are at 1 - alpha (default 0.05)")
+    pc.add_argument("--json", default=None, metavar="OUT.json", help="also write the tables as JSON")
     return p
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """CLI entry point; returns the exit code (0 ok, 2 bad arguments or incomparable runs)."""
+    """CLI entry point; returns the exit code (0 ok, 2 bad arguments, unknown experiment or
+    incomparable runs). No run ids: list runs (:func:`list_runs`); two or more: paired comparison."""
     args = _parser().parse_args(argv)
+    listing_only = {"--experiment": args.experiment, "--sort": args.sort, "--filter": args.filter, "--tag": args.tag, "--limit": args.limit}
+    listing_only.update({"--ascending": args.ascending or None, "--all-runs": args.all_runs or None})
+    listing_only.update({"--k": args.k, "--format": args.format})
+    if not args.runs:
+        paired_only = {"--metrics": args.metrics, "--json": args.json}
+        paired_only.update({"--resamples": args.resamples, "--seed": args.seed, "--alpha": args.alpha})
+        used = [flag for flag, value in paired_only.items() if value is not None]
+        if used:
+            print(f"error: {', '.join(used)} only apply to a paired comparison of run ids; none were given", file=sys.stderr)
+            return 2
+        os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")
+        return _list_main(args)
+    args.resamples = 1000 if args.resamples is None else args.resamples
+    args.seed = 0 if args.seed is None else args.seed
+    args.alpha = 0.05 if args.alpha is None else args.alpha
+    used = [flag for flag, value in listing_only.items() if value is not None]
+    if used:
+        print(f"error: {', '.join(used)} only apply when listing runs (no run ids); got run ids {args.runs}", file=sys.stderr)
+        return 2
     if len(args.runs) < 2:
-        print("error: give at least two run ids (the first is the baseline)", file=sys.stderr)
+        print("error: give at least two run ids (the first is the baseline), or none to list runs", file=sys.stderr)
         return 2
     if len(set(args.runs)) != len(args.runs):
         print(f"error: a run id is repeated in {args.runs}", file=sys.stderr)

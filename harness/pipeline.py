@@ -153,6 +153,7 @@ def evaluate(
     token_spans: Callable[[str], Sequence[tuple[int, int]]] | None = None,
     chunk_cache=None,
     chunker_config: Mapping[str, Any] | None = None,
+    compressor=None,
 ) -> Evaluation:
     """Run one experiment end to end on an already-loaded dataset.
 
@@ -199,6 +200,9 @@ def evaluate(
             :func:`harness.cache.chunk_set_key`; strategies that embed add their encoder's
             ``embedding_key``). ``Evaluation.cache["chunks_cached"]`` is 1.0 on a hit.
         chunker_config: the resolved ``chunker`` config with ``_target_`` (plain dict).
+        compressor: an enabled :class:`harness.compression.Compressor` adds the
+            ``compressed.*@k`` and ``compression.*@k`` metrics (contextual compression of
+            the scored chunks; see :mod:`harness.compression`); None skips them.
 
     Returns:
         An :class:`Evaluation`.
@@ -308,6 +312,7 @@ def evaluate(
         row.update(doc.get(q.query_id, {}))
         row["precision_omega"] = precision_omega(q, omega_index)
         row["n_relevant_chunks"] = len(qrels[q.query_id])
+    _add_compression(rows, compressor, dataset, scored, ks, documents, context_token_counter)
     per_query = pd.DataFrame(rows)
     # keep the id/text columns first and "retrieved" last
     if "retrieved" in per_query.columns:
@@ -330,6 +335,15 @@ def evaluate(
         metrics=means, per_query=per_query, chunks=chunks, run=run, timings=timings, chunk_stats=stats,
         miss_reasons=reasons, degenerate=degenerate, cache=cache_stats,
     )
+
+
+def _add_compression(rows, compressor, dataset, scored, ks, documents, context_token_counter) -> None:
+    """Add the contextual-compression metrics of each query to its row (no-op without an enabled compressor)."""
+    if compressor is None or not getattr(compressor, "enabled", False):
+        return
+    extra = compressor.evaluate(dataset.queries, scored, ks, documents, context_token_counter)
+    for row in rows:
+        row.update(extra[row["query_id"]])
 
 
 def _chunk_with_cache(dataset: Dataset, chunker: Chunker, progress: bool, chunk_cache, chunker_config) -> tuple[list[Chunk], dict[str, float]]:

@@ -17,6 +17,10 @@ closes RUNNING runs with its config hash (left by a killed process) as KILLED wi
 ``harness.stale=true``. In a multirun each job prints its place, e.g.
 ``job 3/12: recursive-400-0-faiss``.
 
+MLflow: every run logs params, metrics, tags and artifacts (see :func:`execute`). A multirun
+gets one parent run with each job's run nested under it (:mod:`harness.callbacks`); a
+single run has no parent.
+
 Parallel and cluster sweeps use Hydra launchers::
 
     python -m harness.run -m hydra/launcher=joblib hydra.launcher.n_jobs=2 chunker.chunk_size=200,400
@@ -117,14 +121,25 @@ def check_metrics_config(
 
 
 def execute(cfg: DictConfig) -> dict:
-    """Run one configured experiment and log it; returns ``{"run_id", "metrics", "evaluation"}``.
+    """Run one configured experiment and log it; returns ``{"run_id", "metrics", "evaluation", "objective"}``.
 
     Order: look up the experiment; with ``resume`` true return the logged result of a
-    FINISHED run with this config hash (``"skipped": True``, see :func:`_skipped`); close
-    stale RUNNING runs of this hash; open the MLflow run, validate and build the chunker and retriever (cheap; bad
-    parameters fail here, before any model or dataset is loaded), load and verify the
-    dataset, then chunk, embed, index, search, score and log. Any exception marks the
-    MLflow run FAILED with the error and is re-raised.
+    FINISHED run with this config hash (``"skipped": True``, see :func:`_skipped`; in a
+    sweep the parent run records the skip); close stale RUNNING runs of this hash; open the
+    MLflow run (a child of the sweep's parent run inside a multirun, see
+    :func:`harness.callbacks.parent_for_job`), validate and build the chunker and retriever
+    (cheap; bad parameters fail here, before any model or dataset is loaded), load and
+    verify the dataset, then chunk, embed, index, search, score and log. Any exception
+    marks the MLflow run FAILED with the error and is re-raised.
+
+    Logged: params (flattened config), metrics (every metric at every k, ``recall_curve``
+    with ``step=k``, CIs, ``chunks.*``, ``diagnostics.*``, ``time.*_s``), tags (config hash,
+    dataset, versions) and the dataset as an MLflow dataset input (name, digest = the
+    dataset fingerprint, source = its path). Artifacts: ``config.yaml``, ``per_query.csv``
+    and the MLflow table ``per_query.json``, ``chunk_stats.json``, ``miss_reasons.json``,
+    ``results.txt``, ``chunk_sizes.png`` + ``chunk_sizes.json`` (histogram of characters
+    and model tokens per chunk), ``recall_at_k.png`` (recall, precision, IoU against k)
+    and ``chunks_sample.jsonl`` (:data:`SAMPLE_CHUNKS` chunks drawn with ``stats.seed``).
 
     Raises:
         ValueError: ``resume`` is not a boolean; any config error (see the builders).
@@ -133,7 +148,8 @@ def execute(cfg: DictConfig) -> dict:
     from harness.chunkers.units import HFTokenCounter, get_counter
     from harness.diagnostics import reason_counts
     from harness.pipeline import evaluate
-    from harness.tracking import Tracker, artifact_root_for, flatten, resolve_tracking_uri
+    from harness.callbacks import parent_for_job
+    from harness.tracking import JOB_TAG, PARENT_TAG, Tracker, artifact_root_for, flatten, resolve_tracking_uri
 
     t_start = time.perf_counter()
     resolved = build.to_container(cfg)
@@ -148,14 +164,19 @@ def execute(cfg: DictConfig) -> dict:
     resume = cfg.get("resume", True)
     if not isinstance(resume, bool):
         raise ValueError(f"resume must be true or false, got {resume!r}")
+    parent = _live_parent(tracker, parent_for_job(uri))
     if resume:
         done = tracker.finished_run(chash)
         if done is not None:
+            if parent is not None:
+                tracker.note_skipped(parent[0], parent[1], done.info.run_id)
             return _skipped(done, objective)
     stale = tracker.mark_stale(chash)
     if stale:
         print(f"closed {len(stale)} stale RUNNING run(s) of this configuration as KILLED: {', '.join(stale)}")
     tags = {"config_hash": chash}
+    if parent is not None:
+        tags.update({PARENT_TAG: parent[0], JOB_TAG: str(parent[1])})
     tags.update({f"version.{k}": v for k, v in package_versions().items()})
     with tracker.run(name, tags=tags):
         # Fail fast on bad parameters, before any model or dataset is loaded; the error
@@ -196,6 +217,7 @@ def execute(cfg: DictConfig) -> dict:
                 "n_queries": len(dataset.queries),
             }
         )
+        tracker.log_dataset(_queries_frame(dataset), name=dataset.name, digest=dataset.fingerprint(), source=dataset.source)
         model_tokens = HFTokenCounter(str(encoder.model_path / "tokenizer.json"))
         from harness.cache import Cache
 
@@ -244,6 +266,9 @@ def execute(cfg: DictConfig) -> dict:
         for k in ks:  # the recall@k curve: one series drawn against step=k
             tracker.log_metrics({"recall_curve": ev.metrics[f"recall@{k}"]}, step=k)
         tracker.log_dataframe_csv(ev.per_query, "per_query.csv")
+        tracker.log_table(ev.per_query, "per_query.json")
+        _log_figures(tracker, ev, ks, encoder, name)
+        tracker.log_text(chunk_sample(ev.chunks, SAMPLE_CHUNKS, int(cfg.stats.seed)), "chunks_sample.jsonl")
         tracker.log_text(_json(ev.chunk_stats), "chunk_stats.json")
         tracker.log_text(_results_text(ev), "results.txt")
         timings["log"] = time.perf_counter() - t0
@@ -252,6 +277,88 @@ def execute(cfg: DictConfig) -> dict:
         run_id = tracker.run_id
     _print_summary(name, experiment, uri, run_id, ev)
     return {"run_id": run_id, "metrics": ev.metrics, "evaluation": ev, "objective": ev.metrics[objective]}
+
+
+#: Chunks stored per run in ``chunks_sample.jsonl``.
+SAMPLE_CHUNKS = 20
+
+
+def _live_parent(tracker, parent):
+    """``parent`` (``(run id, job)`` or None) when that run is RUNNING in the tracker's store, else None
+    (a sweep folder reused after its sweep ended must not adopt new runs)."""
+    if parent is None:
+        return None
+    try:
+        return parent if tracker.get_run(parent[0]).info.status == "RUNNING" else None
+    except Exception:  # noqa: BLE001 - a deleted or foreign parent: log the run on its own
+        return None
+
+
+def _queries_frame(dataset):
+    """The labelled queries as a DataFrame (query_id, text, evidence as JSON ``[[doc_id, start, end], ...]``)
+    for MLflow's dataset tracking."""
+    import json
+
+    import pandas as pd
+
+    return pd.DataFrame(
+        {
+            "query_id": [q.query_id for q in dataset.queries],
+            "text": [q.text for q in dataset.queries],
+            "evidence": [json.dumps([[e.doc_id, e.start, e.end] for e in q.evidence]) for q in dataset.queries],
+        }
+    )
+
+
+def chunk_sample(chunks, n: int = SAMPLE_CHUNKS, seed: int = 0) -> str:
+    """JSON Lines of ``n`` chunks drawn without replacement with ``random.Random(seed)``, in
+    their original order (all chunks when there are at most ``n``).
+
+    Each line: ``index`` (position in the chunk list), ``chunk_id``, ``doc_id``, ``spans``
+    (``[[start, end], ...]``, half-open code points), ``n_chars``, ``parent_id``,
+    ``metadata`` and ``text`` (the embedded text).
+
+    Raises:
+        ValueError: ``n`` < 0.
+    """
+    import json
+    import random
+
+    if n < 0:
+        raise ValueError(f"n must be >= 0, got {n}")
+    picked = sorted(random.Random(seed).sample(range(len(chunks)), min(n, len(chunks))))
+    lines = []
+    for i in picked:
+        c = chunks[i]
+        record = {
+            "index": i,
+            "chunk_id": c.chunk_id,
+            "doc_id": c.doc_id,
+            "spans": [list(span) for span in c.spans],
+            "n_chars": c.n_chars,
+            "parent_id": c.parent_id,
+            "metadata": dict(c.metadata or {}),
+            "text": c.text,
+        }
+        lines.append(json.dumps(record, ensure_ascii=False, default=str))
+    return "".join(line + "\n" for line in lines)
+
+
+def _log_figures(tracker, ev, ks, encoder, title: str) -> None:
+    """Log ``chunk_sizes.png`` + ``chunk_sizes.json`` and ``recall_at_k.png`` (see :mod:`harness.plots`)."""
+    import tempfile
+    from pathlib import Path
+
+    from harness.plots import chunk_size_figure, rank_curve_figure
+
+    chars = [c.n_chars for c in ev.chunks]
+    tokens = encoder.count_tokens([c.text for c in ev.chunks]) if ev.chunks else []
+    with tempfile.TemporaryDirectory() as tmp:
+        sizes = chunk_size_figure(chars, Path(tmp) / "chunk_sizes.png", tokens=tokens, max_seq_length=encoder.max_seq_length, title=title)
+        rank_curve_figure(ev.metrics, ks, Path(tmp) / "recall_at_k.png", title=title)
+        tracker.log_file(Path(tmp) / "chunk_sizes.png")
+        tracker.log_file(Path(tmp) / "recall_at_k.png")
+    tracker.log_text(_json(sizes), "chunk_sizes.json")
 
 
 def _skipped(run, objective: str) -> dict:
@@ -294,18 +401,10 @@ def sweep_position() -> tuple[int, int | None] | None:
         return None
     num = int(hc.job.num) + 1
     try:
-        from hydra.core.override_parser.overrides_parser import OverridesParser
+        from harness.callbacks import count_jobs
 
         saved = OmegaConf.load(os.path.join(hc.sweep.dir, "multirun.yaml"))
-        if not str(saved.hydra.sweeper._target_).endswith("BasicSweeper"):
-            return num, None
-        args = [f"{k}={v}" for k, v in (saved.hydra.sweeper.get("params") or {}).items()]
-        args += list(saved.hydra.overrides.task)
-        total = 1
-        for override in OverridesParser.create().parse_overrides(args):
-            if override.is_sweep_override():
-                total *= len(list(override.sweep_string_iterator()))
-        return num, total
+        return num, count_jobs(saved.hydra)
     except Exception:  # noqa: BLE001 - the progress line must never fail a job
         return num, None
 

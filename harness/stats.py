@@ -21,6 +21,10 @@ Methods and sources:
   ``permutation_type="samples"`` computes; the tests check the two agree.
 - Multiple comparisons: Holm's step-down correction (Holm, Scand. J. Statist. 6, 1979),
   which controls the family-wise error rate without assuming independence.
+- Non-inferiority (the release gate, :func:`non_inferiority`): a one-sided sign-flip test
+  of ``H0: mean(d) <= -margin`` on the shifted differences ``d_i + margin``, with the
+  margin fixed in advance (Wellek, *Testing Statistical Hypotheses of Equivalence and
+  Noninferiority*, 2nd ed., 2010).
 
 All randomness comes from ``numpy.random.default_rng(seed)``, so equal inputs and seeds give
 equal outputs.
@@ -271,3 +275,150 @@ def metric_cis(
         out[f"{name}_ci_low"] = low
         out[f"{name}_ci_high"] = high
     return out
+
+
+def sign_flip_p_value_greater(values: Iterable[float], n_resamples: int = 10000, seed: int = 0) -> float:
+    """One-sided p-value of the sign-flip test of H0 "location <= 0" against H1 "location > 0".
+
+    Statistic ``T = mean(x)``; under H0 at its boundary each ``x_i`` is as likely to be
+    ``+|x_i|`` as ``-|x_i|`` (a distribution symmetric about 0), so ``p`` is the share of sign
+    patterns ``s`` with ``mean(s * x) >= T``. Exact over all ``2**n`` patterns when
+    ``2**n <= n_resamples``; otherwise Monte Carlo with ``p = (1 + hits) / (1 + n_resamples)``
+    (Phipson & Smyth 2010). This is the one-sample randomisation test (Fisher 1935; Efron &
+    Tibshirani 1993, ch. 15) with a one-sided alternative; it equals
+    ``scipy.stats.permutation_test(..., permutation_type="samples", alternative="greater")``
+    up to Monte Carlo error. To test a location other than 0, shift the values first (see
+    :func:`non_inferiority`).
+
+    Args:
+        values: one value per query (e.g. shifted paired differences ``d_i + margin``).
+        n_resamples: random sign patterns when not enumerating, >= 1.
+        seed: seed of ``numpy.random.default_rng``.
+
+    Returns:
+        p in (0, 1]. All values 0 gives 1.0; all n values positive and equal gives the exact
+        ``1 / 2**n`` when enumerated (only the all-plus pattern reaches ``T``).
+
+    Raises:
+        ValueError: ``values`` empty, not 1-D or not finite; ``n_resamples`` < 1.
+    """
+    x = _as_values(values)
+    n_resamples = _check_resamples(n_resamples)
+    n = x.size
+    observed = x.mean()
+    threshold = observed - _RTOL * max(1.0, float(np.abs(x).max()))
+    if n < 63 and 2**n <= n_resamples:  # exact: every sign pattern once
+        patterns = ((np.arange(2**n)[:, None] >> np.arange(n)) & 1) * 2 - 1
+        return float(np.count_nonzero(patterns @ x / n >= threshold) / 2**n)
+    rng = np.random.default_rng(seed)
+    block = max(1, _BLOCK_CELLS // n)
+    hits = 0
+    for start in range(0, n_resamples, block):
+        size = min(block, n_resamples - start)
+        signs = rng.integers(0, 2, size=(size, n)) * 2 - 1
+        hits += int(np.count_nonzero(signs @ x / n >= threshold))
+    return float((1 + hits) / (1 + n_resamples))
+
+
+@dataclass(frozen=True)
+class NonInferiorityResult:
+    """Paired non-inferiority test of a candidate against a baseline on the same n queries.
+
+    Attributes:
+        n: number of paired queries.
+        mean_baseline, mean_candidate: mean metric of each.
+        diff: ``mean_candidate - mean_baseline``.
+        ci_low, ci_high: two-sided ``1 - 2 * alpha`` percentile-bootstrap interval of
+            ``diff`` (``ci_low`` is the one-sided ``1 - alpha`` lower confidence bound).
+        p_value: one-sided sign-flip p-value of H0 ``diff <= -margin``, in (0, 1].
+        margin: the non-inferiority margin (>= 0, in metric units).
+        alpha: the one-sided significance level.
+        passed: ``p_value <= alpha`` (H0 rejected: the candidate is non-inferior).
+        wins, ties, losses: queries where the candidate is higher / equal / lower.
+    """
+
+    n: int
+    mean_baseline: float
+    mean_candidate: float
+    diff: float
+    ci_low: float
+    ci_high: float
+    p_value: float
+    margin: float
+    alpha: float
+    passed: bool
+    wins: int
+    ties: int
+    losses: int
+
+    def as_dict(self) -> dict:
+        return asdict(self)
+
+
+def non_inferiority(
+    baseline: Sequence[float],
+    candidate: Sequence[float],
+    margin: float,
+    alpha: float = 0.05,
+    n_resamples: int = 10000,
+    seed: int = 0,
+) -> NonInferiorityResult:
+    """Is the candidate no worse than the baseline by more than ``margin``? (paired, one-sided)
+
+    Per-query differences ``d_i = candidate_i - baseline_i``; hypotheses
+    ``H0: E[d] <= -margin`` (the candidate is worse by at least the margin) against
+    ``H1: E[d] > -margin``. Test: the one-sided sign-flip test
+    (:func:`sign_flip_p_value_greater`) applied to the shifted differences
+    ``d_i + margin``, i.e. the paired randomisation test of the location ``-margin``
+    (Fisher 1935; Efron & Tibshirani 1993, ch. 15), assuming the shifted differences are
+    symmetric about 0 at the H0 boundary. The candidate passes when ``p <= alpha``. The
+    non-inferiority framing (a margin fixed in advance, a one-sided test at alpha, or
+    equivalently a ``1 - 2 alpha`` interval whose lower bound must exceed ``-margin``)
+    follows Wellek, *Testing Statistical Hypotheses of Equivalence and Noninferiority*,
+    2nd ed., CRC 2010. The reported interval is the percentile bootstrap of ``mean(d)``
+    (:func:`bootstrap_ci`) at level ``1 - 2 alpha``; it is descriptive, the verdict comes
+    from ``p``. Identical per-query values give ``diff = 0`` and, for ``margin > 0``, the
+    smallest attainable p (``1 / 2**n`` exact, ``1 / (1 + n_resamples)`` Monte Carlo).
+
+    Args:
+        baseline, candidate: per-query values for the same queries in the same order.
+        margin: non-inferiority margin, >= 0, in the metric's units (0.02 = 2 points of a
+            [0, 1] metric). With 0 the test asks whether the candidate is strictly better.
+        alpha: one-sided significance level, in (0, 0.5).
+        n_resamples: bootstrap resamples and random sign patterns, >= 1.
+        seed: seed of ``numpy.random.default_rng`` (same seed for CI and test).
+
+    Raises:
+        ValueError: different lengths, empty or non-finite inputs; ``margin`` < 0 or not
+            finite; ``alpha`` outside (0, 0.5); ``n_resamples`` < 1.
+    """
+    a = _as_values(baseline, "baseline")
+    b = _as_values(candidate, "candidate")
+    if a.size != b.size:
+        raise ValueError(f"baseline and candidate must hold one value per query for the same queries, got {a.size} and {b.size} values")
+    if isinstance(margin, bool) or not np.isfinite(float(margin)) or float(margin) < 0:
+        raise ValueError(f"margin must be a finite number >= 0, got {margin!r}")
+    if not 0.0 < float(alpha) < 0.5:
+        raise ValueError(f"alpha must be in (0, 0.5) (a one-sided level), got {alpha!r}")
+    margin, alpha = float(margin), float(alpha)
+    d = b - a
+    diff, low, high = bootstrap_ci(d, n_resamples, 1.0 - 2.0 * alpha, seed)
+    p = sign_flip_p_value_greater(d + margin, n_resamples, seed)
+    tol = _RTOL * np.maximum(1.0, np.maximum(np.abs(a), np.abs(b)))
+    wins = int(np.count_nonzero(d > tol))
+    losses = int(np.count_nonzero(d < -tol))
+    return NonInferiorityResult(
+        n=int(a.size),
+        mean_baseline=float(a.mean()),
+        mean_candidate=float(b.mean()),
+        diff=diff,
+        ci_low=low,
+        ci_high=high,
+        p_value=p,
+        margin=margin,
+        alpha=alpha,
+        passed=bool(p <= alpha),
+        wins=wins,
+        ties=int(a.size) - wins - losses,
+        losses=losses,
+    )

@@ -10,6 +10,13 @@ Resume support: :meth:`Tracker.finished_run` finds a FINISHED run of a config ha
 left behind by a killed process (MLflow has no liveness check, so any RUNNING run with the
 hash a new job is about to run is taken as dead; see the README's sweep section).
 
+Sweeps: :class:`harness.callbacks.SweepRunCallback` opens one parent run per multirun
+(tag ``harness.sweep=parent``, process facts in ``harness.host``/``harness.pid``/
+``harness.pid_start``); every job's run carries MLflow's ``mlflow.parentRunId`` tag and its
+1-based job number as ``harness.sweep_job``. :meth:`Tracker.close_dead_sweeps` closes
+RUNNING parents whose process on this host is gone (SIGKILL, power loss), with their
+RUNNING children.
+
 Parallel writers: a local SQLite store is opened (schema migration, experiment creation)
 under an exclusive file lock beside the database file, so jobs started at the same moment
 by a parallel launcher do not race on a fresh database. Writes after that rely on SQLite's
@@ -38,6 +45,20 @@ MAX_TAG_VALUE = 8000
 
 #: Tag set on a RUNNING run that a later job with the same config hash closed as KILLED.
 STALE_TAG = "harness.stale"
+
+#: MLflow's own tag linking a child run to its parent (the UI nests children under it).
+PARENT_TAG = "mlflow.parentRunId"
+#: Tag ``parent`` on a sweep's parent run.
+SWEEP_TAG = "harness.sweep"
+#: 1-based job number of a child run within its sweep (as in the ``job 3/12`` progress line).
+JOB_TAG = "harness.sweep_job"
+#: Prefix of the parent's tags recording a skipped job: ``sweep.skipped.<job>`` = finished run id.
+SKIPPED_PREFIX = "sweep.skipped."
+#: Tags on a parent run naming the process that owns it (for the dead-sweep check).
+HOST_TAG, PID_TAG, PID_START_TAG = "harness.host", "harness.pid", "harness.pid_start"
+
+#: MLflow run statuses.
+RUN_STATUSES = ("FINISHED", "RUNNING", "FAILED", "KILLED", "SCHEDULED")
 
 #: Seconds a job waits for the SQLite store's open lock before giving up.
 SQLITE_LOCK_TIMEOUT_S = 300.0
@@ -176,7 +197,7 @@ class Tracker:
         """
         if not _HASH_RE.match(config_hash):
             raise ValueError(f"config_hash must be lowercase hex, got {config_hash!r}")
-        if status not in ("FINISHED", "RUNNING", "FAILED", "KILLED", "SCHEDULED"):
+        if status not in RUN_STATUSES:
             raise ValueError(f"status must be an MLflow run status, got {status!r}")
         from mlflow.entities import ViewType
 
@@ -212,7 +233,8 @@ class Tracker:
 
     @contextlib.contextmanager
     def run(self, run_name: str, tags: Mapping[str, str] | None = None) -> Iterator["Tracker"]:
-        """Open a run; on an exception mark it FAILED (KILLED for Ctrl-C) with the error, then re-raise.
+        """Open a run; on an exception mark it FAILED (KILLED for Ctrl-C or ``SystemExit``, e.g.
+        SIGTERM during a sweep) with the error, then re-raise.
 
         The error text is stored as the ``error`` tag (cut to MLflow's tag limit) and the
         full traceback as the ``error.txt`` artifact.
@@ -222,7 +244,7 @@ class Tracker:
         try:
             yield self
         except BaseException as exc:  # noqa: BLE001 - we re-raise after recording
-            status = "KILLED" if isinstance(exc, KeyboardInterrupt) else "FAILED"
+            status = "KILLED" if isinstance(exc, (KeyboardInterrupt, SystemExit)) else "FAILED"
             with contextlib.suppress(Exception):
                 message = f"{type(exc).__name__}: {exc}"
                 self.client.set_tag(self.run_id, "error", message[:MAX_TAG_VALUE])
@@ -274,3 +296,158 @@ class Tracker:
             df.to_csv(path, index=False)
             parent = str(Path(artifact_file).parent)
             self.client.log_artifact(self.run_id, str(path), None if parent == "." else parent)
+
+    # ------------------------------------------------------------------ runs without a context manager
+
+    def start(self, run_name: str, tags: Mapping[str, str] | None = None) -> str:
+        """Open a run in this experiment and make it the tracker's current run; returns its id.
+
+        The caller closes it with :meth:`end` (used for a sweep's parent run, which spans
+        the Hydra callbacks ``on_multirun_start`` .. ``on_multirun_end``).
+        """
+        run = self.client.create_run(self.experiment_id, run_name=run_name, tags={k: str(v)[:MAX_TAG_VALUE] for k, v in (tags or {}).items()})
+        self.run_id = run.info.run_id
+        return self.run_id
+
+    def end(self, status: str = "FINISHED", run_id: str | None = None) -> None:
+        """Close ``run_id`` (default: the current run) with an MLflow status.
+
+        Raises:
+            ValueError: ``status`` is not FINISHED, FAILED or KILLED.
+        """
+        if status not in ("FINISHED", "FAILED", "KILLED"):
+            raise ValueError(f"status must be FINISHED, FAILED or KILLED, got {status!r}")
+        self.client.set_terminated(run_id or self.run_id, status=status)
+
+    def get_run(self, run_id: str):
+        """The MLflow run ``run_id`` (raises MLflow's exception when it does not exist)."""
+        return self.client.get_run(run_id)
+
+    def child_runs(self, parent_run_id: str) -> list:
+        """Every active run, in any experiment of the store, whose ``mlflow.parentRunId`` is ``parent_run_id``."""
+        from mlflow.entities import ViewType
+
+        if not _RUN_ID_RE.match(parent_run_id):
+            raise ValueError(f"parent_run_id must be an MLflow run id (hex), got {parent_run_id!r}")
+        experiments = [e.experiment_id for e in self.client.search_experiments(view_type=ViewType.ACTIVE_ONLY, max_results=1000)]
+        runs = []
+        for i in range(0, len(experiments), 100):
+            runs += self.client.search_runs(
+                experiments[i : i + 100],
+                filter_string=f"tags.`{PARENT_TAG}` = '{parent_run_id}'",
+                run_view_type=ViewType.ACTIVE_ONLY,
+                max_results=50000,
+            )
+        return runs
+
+    def note_skipped(self, parent_run_id: str, job: int, finished_run_id: str) -> None:
+        """Record on a sweep's parent that job ``job`` was skipped (its config already FINISHED as ``finished_run_id``)."""
+        self.client.set_tag(parent_run_id, f"{SKIPPED_PREFIX}{int(job)}", finished_run_id)
+
+    def close_dead_sweeps(self) -> list[tuple[str, list[str]]]:
+        """Close this experiment's RUNNING sweep parents whose process is gone, and their RUNNING children.
+
+        A parent counts as dead when its ``harness.host`` tag is this machine and no process
+        with its ``harness.pid`` runs, or one does but started at another time than
+        ``harness.pid_start`` records (the id was reused). Parents from other machines are
+        left alone (their liveness cannot be checked from here). Closed runs get status
+        KILLED and the ``harness.stale=true`` tag.
+
+        Returns:
+            ``[(parent run id, [closed child run ids]), ...]``.
+        """
+        from mlflow.entities import ViewType
+
+        parents = self.client.search_runs(
+            [self.experiment_id],
+            filter_string=f"tags.`{SWEEP_TAG}` = 'parent' and attributes.status = 'RUNNING'",
+            run_view_type=ViewType.ACTIVE_ONLY,
+        )
+        closed = []
+        for parent in parents:
+            tags = parent.data.tags
+            if not _process_is_dead(tags.get(HOST_TAG), tags.get(PID_TAG), tags.get(PID_START_TAG)):
+                continue
+            children = [c.info.run_id for c in self.child_runs(parent.info.run_id) if c.info.status == "RUNNING"]
+            for run_id in [*children, parent.info.run_id]:
+                self.client.set_tag(run_id, STALE_TAG, "true")
+                self.client.set_terminated(run_id, status="KILLED")
+            closed.append((parent.info.run_id, children))
+        return closed
+
+    # ------------------------------------------------------------------ richer artifacts
+
+    def log_table(self, df, artifact_file: str) -> None:
+        """Store a DataFrame as an MLflow table: ``artifact_file`` (``.json``, pandas "split"
+        orient; NaN becomes null) readable with ``mlflow.load_table`` and listed in the run's
+        ``mlflow.loggedArtifacts`` tag, so the UI's evaluation view can show it."""
+        import warnings
+
+        with warnings.catch_warnings():  # MLflow's image-column probe trips a pandas 3 deprecation notice
+            warnings.filterwarnings("ignore", message=".*'str' dtypes are included by select_dtypes")
+            self.client.log_table(self.run_id, data=df, artifact_file=artifact_file)
+
+    def log_dataset(self, df, name: str, digest: str, source: str, context: str = "evaluation") -> None:
+        """Record a dataset as a run input with MLflow's dataset tracking (UI: Datasets column).
+
+        Args:
+            df: the rows to describe (schema and row count are stored, not the data).
+            name: dataset name.
+            digest: content fingerprint (at most 36 characters: MLflow's limit).
+            source: where it was loaded from (a local path).
+            context: the ``mlflow.data.context`` input tag (``evaluation``).
+
+        Raises:
+            ValueError: ``digest`` empty or longer than 36 characters.
+        """
+        import warnings
+
+        import mlflow.data
+        from mlflow.entities import DatasetInput, InputTag
+        from mlflow.utils.mlflow_tags import MLFLOW_DATASET_CONTEXT
+
+        if not digest or len(digest) > 36:
+            raise ValueError(f"dataset digest must be 1..36 characters, got {digest!r}")
+        with warnings.catch_warnings():  # a local path matches two equivalent registered source types
+            warnings.filterwarnings("ignore", message="The specified dataset source can be interpreted in multiple ways")
+            dataset = mlflow.data.from_pandas(df, source=source, name=name, digest=digest)
+        entity = DatasetInput(dataset=dataset._to_mlflow_entity(), tags=[InputTag(key=MLFLOW_DATASET_CONTEXT, value=context)])
+        self.client.log_inputs(self.run_id, datasets=[entity])
+
+
+_RUN_ID_RE = re.compile(r"^[0-9a-f]{8,64}$")
+
+
+def process_start(pid: int) -> str | None:
+    """Start time of a live process in clock ticks since boot (``/proc/<pid>/stat`` field 22).
+
+    None where ``/proc`` is not available, when no such process exists, or when it is a
+    zombie (exited, not yet reaped).
+    """
+    try:
+        with open(f"/proc/{int(pid)}/stat", encoding="utf-8") as fh:
+            stat = fh.read()
+    except (OSError, ValueError):
+        return None
+    # the command name (field 2) is in parentheses and may hold spaces: split after it
+    fields = stat.rsplit(")", 1)[1].split()
+    return None if fields[0] in ("Z", "X") else fields[19]
+
+
+def _process_is_dead(host: str | None, pid: str | None, start: str | None) -> bool:
+    """True only when the process is known to be gone: same host, and no such pid, a zombie,
+    or a pid now held by a process that started at another time."""
+    import socket
+
+    if not host or not pid or host != socket.gethostname():
+        return False
+    try:
+        os.kill(int(pid), 0)
+    except ProcessLookupError:
+        return True
+    except (PermissionError, ValueError, OverflowError):
+        return False
+    if not Path(f"/proc/{int(pid)}").is_dir():
+        return False  # no /proc (not Linux): a live pid is all we can tell
+    now = process_start(int(pid))
+    return now is None or (bool(start) and now != start)

@@ -11,6 +11,10 @@ from harness import build
 from harness.chunkers.units import get_counter
 
 CHUNKER_CONFIGS = sorted(p.stem for p in (PROJECT_ROOT / "conf" / "chunker").glob("*.yaml"))
+#: Strategies that call an external service: setting overrides that point it at a closed local
+#: port, and the setting the error must name. Here they must fail clearly without the
+#: service; their chunk contract is checked against local servers in tests/test_agentic.py.
+NEEDS_SERVICE = {"agentic": ("chunker.llm.base_url", ["chunker.llm.retries=0"])}
 GROUPS = {g: sorted(p.stem for p in (PROJECT_ROOT / "conf" / g).glob("*.yaml")) for g in ("dataset", "retriever", "embedding", "metrics", "tracking", "experiment")}
 
 
@@ -66,9 +70,22 @@ def check_contract(chunker, documents, chunks):
             assert not missing, f"{d}: {len(missing)} non-whitespace characters in no chunk, first at {missing[0]}"
 
 
+@pytest.mark.parametrize("name", sorted(NEEDS_SERVICE))
+def test_chunker_needing_a_service_fails_clearly_without_it(name, kestrel):
+    import socket
+
+    setting, extra = NEEDS_SERVICE[name]
+    with socket.socket() as s:  # a port nothing listens on
+        s.bind(("127.0.0.1", 0))
+        url = f"http://127.0.0.1:{s.getsockname()[1]}/v1"
+    chunker = build.build_chunker(compose([f"chunker={name}", f"{setting}={url}", *extra]))
+    with pytest.raises(Exception, match=f"{setting}={url}"):
+        chunker.chunk_all(kestrel.documents[:1])
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("dataset_fixture", ["kestrel", "chroma"])
-@pytest.mark.parametrize("name", CHUNKER_CONFIGS)
+@pytest.mark.parametrize("name", [n for n in CHUNKER_CONFIGS if n not in NEEDS_SERVICE])
 def test_chunker_contract(name, dataset_fixture, request, encoder):
     dataset = request.getfixturevalue(dataset_fixture)
     cfg = compose([f"chunker={name}"])

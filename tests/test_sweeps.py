@@ -18,7 +18,7 @@ import pytest
 
 from conftest import PROJECT_ROOT, compose
 from harness.run import execute
-from harness.tracking import STALE_TAG
+from harness.tracking import JOB_TAG, PARENT_TAG, STALE_TAG, SWEEP_TAG
 
 #: Four BM25 jobs: fixed-size chunks of 100, 150, 200 and 250 tokens.
 SIZES = (100, 150, 200, 250)
@@ -33,10 +33,19 @@ def _env(uri: str) -> dict:
     return {**os.environ, "MLFLOW_TRACKING_URI": uri, "RAY_USAGE_STATS_ENABLED": "0"}
 
 
-def _runs(uri: str, experiment: str = "kestrel_kb"):
+def _all_runs(uri: str, experiment: str = "kestrel_kb"):
     client = mlflow.MlflowClient(uri)
     exp = client.get_experiment_by_name(experiment)
     return client.search_runs([exp.experiment_id]) if exp else []
+
+
+def _runs(uri: str, experiment: str = "kestrel_kb"):
+    """The job runs (a sweep's parent run left out)."""
+    return [r for r in _all_runs(uri, experiment) if r.data.tags.get(SWEEP_TAG) != "parent"]
+
+
+def _parents(uri: str, experiment: str = "kestrel_kb"):
+    return [r for r in _all_runs(uri, experiment) if r.data.tags.get(SWEEP_TAG) == "parent"]
 
 
 def _quality(run) -> dict:
@@ -129,13 +138,13 @@ def _db_statuses(db) -> list[str]:
 
 
 def _wait_for_kill_point(proc, db, log, timeout: float = 600.0) -> None:
-    """Poll the store until two jobs are FINISHED and the third is RUNNING."""
+    """Poll the store until two jobs are FINISHED and the third is RUNNING (with the sweep's parent run)."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if proc.poll() is not None:
             pytest.fail(f"the sweep ended (rc {proc.returncode}) before it could be killed mid-way:\n{log.read_text()[-3000:]}")
         statuses = _db_statuses(db)
-        if statuses.count("FINISHED") >= 2 and "RUNNING" in statuses:
+        if statuses.count("FINISHED") >= 2 and statuses.count("RUNNING") >= 2:
             return
         time.sleep(0.1)
     pytest.fail("the sweep did not reach its third job in time")
@@ -168,6 +177,8 @@ def test_killed_sweep_resumes_without_redoing_finished_jobs(tmp_path):
         proc.wait(timeout=60)
     before = _runs(uri)
     assert _statuses(before) == ["FINISHED", "FINISHED", "RUNNING"]
+    (dead_parent,) = _parents(uri)
+    assert dead_parent.info.status == "RUNNING"  # SIGKILL gave nobody a chance to close it
     finished_before = {r.info.run_id for r in before if r.info.status == "FINISHED"}
     left_running = next(r.info.run_id for r in before if r.info.status == "RUNNING")
 
@@ -176,11 +187,14 @@ def test_killed_sweep_resumes_without_redoing_finished_jobs(tmp_path):
     assert again.returncode == 0, again.stderr[-3000:]
     skipped = set(re.findall(r"skip: finished as run ([0-9a-f]{32})", again.stdout))
     assert skipped == finished_before
+    # the rerun's sweep sees the first sweep's process gone: it closes that parent and its RUNNING job run
+    assert f"closed the parent run of a dead sweep as KILLED: {dead_parent.info.run_id}" in again.stdout
     assert f"as KILLED: {left_running}" in again.stdout
+    assert {r.info.run_id: r.info.status for r in _parents(uri)}[dead_parent.info.run_id] == "KILLED"
 
     after = _runs(uri)
     client = mlflow.MlflowClient(uri)
-    assert "RUNNING" not in _statuses(after)
+    assert "RUNNING" not in _statuses(after) + _statuses(_all_runs(uri))
     assert _statuses(after) == ["FINISHED"] * 4 + ["KILLED"]
     stale = client.get_run(left_running)
     assert stale.info.status == "KILLED" and stale.data.tags[STALE_TAG] == "true"
@@ -208,6 +222,11 @@ def _two_job_sweep(tmp_path, launcher_args: list[str]):
     runs = _runs(uri)
     assert _statuses(runs) == ["FINISHED", "FINISHED"]
     assert sorted(r.info.run_name for r in runs) == ["fixed-100-0-bm25", "fixed-150-0-bm25"]
+    # the jobs ran in other processes, yet each found the sweep's parent run
+    (parent,) = _parents(uri)
+    assert parent.info.status == "FINISHED" and parent.data.tags["sweep.jobs_finished"] == "2"
+    assert {r.data.tags[PARENT_TAG] for r in runs} == {parent.info.run_id}
+    assert sorted(r.data.tags[JOB_TAG] for r in runs) == ["1", "2"]
     return proc, runs
 
 

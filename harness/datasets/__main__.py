@@ -7,6 +7,9 @@ Formats and how ``<path>`` is recognised when ``--format`` is not given:
 * ``beir``     -- folder with ``corpus.jsonl`` and ``queries.jsonl`` (qrels split: ``--split``)
 * ``squad``    -- a ``.json`` file, or a folder holding exactly one ``.json`` file
 * ``excerpts`` -- folder with ``excerpts.jsonl`` (and ``corpus/``)
+* ``folder``   -- folder with ``excerpts.jsonl`` and a ``corpus/`` holding sub-folders or
+  files that need extraction (``.pdf``, ``.html``, ``.htm``, ``.json``); files that cannot be
+  extracted are skipped and listed
 
 Prints document/query counts, evidence statistics, the span checks and every record the
 loader dropped or could not resolve (first ``--show`` problems). Exits 1 when the dataset
@@ -25,7 +28,16 @@ from pathlib import Path
 from harness.datasets.report import LoadReport
 from harness.datasets.validate import DatasetError
 
-FORMATS = ("native", "chroma", "beir", "squad", "excerpts")
+FORMATS = ("native", "chroma", "beir", "squad", "excerpts", "folder")
+
+#: Corpus file extensions only the folder format reads (it extracts their text).
+_EXTRACTED = frozenset({".pdf", ".html", ".htm", ".json"})
+
+
+def _needs_extraction(corpus: Path) -> bool:
+    if not corpus.is_dir():
+        return False
+    return any(p.is_dir() or p.suffix.lower() in _EXTRACTED for p in corpus.iterdir() if not p.name.startswith("."))
 
 
 def _detect(path: Path) -> str:
@@ -38,12 +50,12 @@ def _detect(path: Path) -> str:
     if (path / "corpus.jsonl").is_file() and (path / "queries.jsonl").is_file():
         return "beir"
     if (path / "excerpts.jsonl").is_file():
-        return "excerpts"
+        return "folder" if _needs_extraction(path / "corpus") else "excerpts"
     if path.is_dir() and len([p for p in path.glob("*.json") if p.is_file()]) == 1:
         return "squad"
     raise DatasetError(
         f"{path}: format not recognised; expected questions.jsonl (native), questions.csv (chroma), "
-        "corpus.jsonl + queries.jsonl (beir), excerpts.jsonl (excerpts) or a .json file (squad); "
+        "corpus.jsonl + queries.jsonl (beir), excerpts.jsonl (excerpts, folder) or a .json file (squad); "
         "or pass --format"
     )
 
@@ -68,6 +80,11 @@ def _load(root: Path, fmt: str, split: str):
         from harness.datasets.squad import read_squad
 
         return read_squad(root)
+    if fmt == "folder":
+        from harness.datasets.folder import read_folder
+
+        ds = read_folder(root, allow_unlocated=True)
+        return ds, ds.load_report
     from harness.datasets.excerpts import read_excerpts
 
     return read_excerpts(root, allow_unlocated=True)
@@ -110,7 +127,7 @@ def validate(path: str, fmt: str | None = None, split: str = "test", show: int =
         print("  dropped or unresolved: none")
     print(f"  fingerprint:     {ds.fingerprint()}")
     unlocated = report.count("missing") + report.count("ambiguous")
-    if fmt == "excerpts" and unlocated:
+    if fmt in ("excerpts", "folder") and unlocated:
         print(
             f"INVALID: {unlocated} excerpt(s) missing or ambiguous; a run stops on this dataset unless "
             "dataset.allow_unlocated=true (the counts above are what it would drop)",

@@ -28,12 +28,13 @@ from __future__ import annotations
 
 import logging
 from pathlib import Path
+from typing import Iterable, Sequence
 
 from harness.datasets.locate import Match, NormalisedText, locate
 from harness.datasets.native import iter_jsonl, read_corpus_folder
 from harness.datasets.report import LoadReport
 from harness.datasets.validate import DatasetError, check_dataset
-from harness.types import Dataset, Evidence, Query
+from harness.types import Dataset, Document, Evidence, Query
 
 log = logging.getLogger(__name__)
 
@@ -59,11 +60,52 @@ def read_excerpts(
     if not qfile.is_file():
         raise DatasetError(f"dataset {name!r}: expected an excerpts file at {qfile}")
     documents = read_corpus_folder(corpus_dir)
+    report = LoadReport(name)
+    queries = locate_queries(documents, iter_jsonl(qfile), qfile.stem, report, where_docs=str(corpus_dir))
+    check_located(name, report, allow_unlocated)
+    dataset = Dataset(name=name, documents=tuple(documents), queries=tuple(queries), source=str(root))
+    check_dataset(dataset)
+    return dataset, report
+
+
+def locate_queries(
+    documents: Sequence[Document],
+    records: Iterable[tuple[str, dict]],
+    default_prefix: str,
+    report: LoadReport,
+    where_docs: str = "the corpus",
+) -> list[Query]:
+    """Turn excerpt records into queries whose evidence spans are located in ``documents``.
+
+    Shared by the ``excerpts`` and ``folder`` loaders. Each record is
+    ``{"query", "excerpts": [...], "doc_id"?, "query_id"?}`` (see the module docstring);
+    every excerpt is located with :func:`harness.datasets.locate.locate` in its
+    ``doc_id`` or, without one, in every document (exact matches anywhere win over
+    whitespace-normalised ones). Missing and ambiguous excerpts, and queries left without
+    evidence, are counted in ``report`` (kinds ``missing``, ``ambiguous``,
+    ``queries_without_evidence``; info ``located_exact``/``located_whitespace``,
+    ``queries_with_some_excerpts_dropped``) and dropped; the caller decides whether
+    that is an error (:func:`check_located`).
+
+    Args:
+        documents: the corpus the excerpts were taken from.
+        records: ``(where, record)`` pairs, ``where`` = ``"<file>:<line>"`` for messages.
+        default_prefix: ``query_id`` default is ``"<default_prefix>-<line>"``.
+        report: collects counts and problems.
+        where_docs: how to name the corpus in an unknown-``doc_id`` message.
+
+    Returns:
+        The queries in record order, each with at least one located evidence span whose
+        ``text`` equals the document slice.
+
+    Raises:
+        DatasetError: a record with a missing or mistyped field or an unknown ``doc_id``
+            (file and line named).
+    """
     by_id = {d.doc_id: d for d in documents}
     normalised: dict[str, NormalisedText] = {}
-    report = LoadReport(name)
     queries: list[Query] = []
-    for where, rec in iter_jsonl(qfile):
+    for where, rec in records:
         lineno = int(where.rsplit(":", 1)[1])
         query = rec.get("query")
         if not isinstance(query, str) or not query.strip():
@@ -74,11 +116,11 @@ def read_excerpts(
         doc_id = rec.get("doc_id")
         if doc_id is not None:
             if not isinstance(doc_id, str) or doc_id not in by_id:
-                raise DatasetError(f"{where}: field 'doc_id' {doc_id!r} is not a file in {corpus_dir} (have {sorted(by_id)[:5]}...)")
+                raise DatasetError(f"{where}: field 'doc_id' {doc_id!r} is not a file in {where_docs} (have {sorted(by_id)[:5]}...)")
             scope = [by_id[doc_id]]
         else:
-            scope = documents
-        qid = str(rec.get("query_id") or f"{qfile.stem}-{lineno}")
+            scope = list(documents)
+        qid = str(rec.get("query_id") or f"{default_prefix}-{lineno}")
         evidence: list[Evidence] = []
         for i, excerpt in enumerate(excerpts):
             if not isinstance(excerpt, str) or not excerpt.strip():
@@ -115,6 +157,16 @@ def read_excerpts(
         if len(evidence) < len(excerpts):
             report.note("queries_with_some_excerpts_dropped")
         queries.append(Query(query_id=qid, text=query, evidence=tuple(evidence)))
+    return queries
+
+
+def check_located(name: str, report: LoadReport, allow_unlocated: bool) -> None:
+    """Stop loading when excerpts were missing or ambiguous, unless ``allow_unlocated``.
+
+    Raises:
+        DatasetError: the counts (``missing``, ``ambiguous``) and the first
+            :data:`SHOW_PROBLEMS` problems of ``report``.
+    """
     unlocated = report.count("missing") + report.count("ambiguous")
     if unlocated and not allow_unlocated:
         raise DatasetError(
@@ -122,9 +174,6 @@ def read_excerpts(
             f"(missing={report.count('missing')}, ambiguous={report.count('ambiguous')}); fix them, add doc_id "
             f"or a longer excerpt, or set dataset.allow_unlocated=true to drop them.\n" + report.summary(SHOW_PROBLEMS)
         )
-    dataset = Dataset(name=name, documents=tuple(documents), queries=tuple(queries), source=str(root))
-    check_dataset(dataset)
-    return dataset, report
 
 
 def load_excerpts(
