@@ -313,16 +313,16 @@ class SweepRunCallback(Callback):
         if threading.current_thread() is not threading.main_thread():
             return
 
-        def on_signal(signum, frame):
-            self._interrupted = True
-            if signum == signal.SIGINT:
-                raise KeyboardInterrupt
-            raise SystemExit(128 + signum)
-
         for signum, default in ((signal.SIGINT, signal.default_int_handler), (signal.SIGTERM, signal.SIG_DFL)):
             if signal.getsignal(signum) is default:
                 self._previous[signum] = default
-                signal.signal(signum, on_signal)
+                signal.signal(signum, self._on_signal)
+
+    def _on_signal(self, signum, frame) -> None:
+        self._interrupted = True
+        if signum == signal.SIGINT:
+            raise KeyboardInterrupt
+        raise SystemExit(128 + signum)
 
     def _restore_signal_handlers(self) -> None:
         import threading
@@ -330,5 +330,6 @@ class SweepRunCallback(Callback):
         if threading.current_thread() is not threading.main_thread():
             return
         for signum, handler in self._previous.items():
-            signal.signal(signum, handler)
+            if signal.getsignal(signum) == self._on_signal:  # not replaced by someone else since
+                signal.signal(signum, handler)
         self._previous = {}

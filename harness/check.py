@@ -316,11 +316,13 @@ def result_overrides(overrides: Sequence[str]) -> list[str]:
 def write_baseline(path: Path, payload: dict) -> None:
     """Write ``payload`` as JSON atomically (temporary file in the same folder, then rename)."""
     path.parent.mkdir(parents=True, exist_ok=True)
+    mode = path.stat().st_mode & 0o777 if path.exists() else 0o644  # mkstemp's 0600 would stick
     fd, tmp = tempfile.mkstemp(prefix=path.name, suffix=".part", dir=str(path.parent))
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as fh:
             json.dump(payload, fh, indent=1, ensure_ascii=False)
             fh.write("\n")
+        os.chmod(tmp, mode)
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)

@@ -354,11 +354,13 @@ def list_runs(
     if not all_statuses:
         clauses.append("attributes.status = 'FINISHED'")
     query = " and ".join(clauses)
+    from mlflow.exceptions import MlflowException
+
     try:
         runs = search_all_runs(client, exp.experiment_id, query)
-    except Exception as exc:  # MlflowException: bad filter syntax, unknown attribute
-        if type(exc).__name__ == "MlflowException":
-            raise ValueError(f"invalid --filter {filter_string!r} (search string sent: {query!r}): {exc}") from exc
+    except MlflowException as exc:
+        if exc.error_code == "INVALID_PARAMETER_VALUE":  # bad filter syntax, unknown attribute
+            raise ValueError(f"invalid --filter {filter_string!r} (search string sent: {query!r}): {exc.message}") from exc
         raise
 
     metric_keys = {f"{fam}@{k}": mlflow_key(f"{fam}@{k}") for fam in LIST_FAMILIES}
@@ -447,7 +449,9 @@ def default_experiment() -> str:
 
 
 def _list_main(args) -> int:
+    """Listing mode of :func:`main`: 0 ok, 1 tracking store error, 2 bad arguments or unknown experiment."""
     import mlflow
+    from mlflow.exceptions import MlflowException
 
     from harness.build import PROJECT_ROOT
     from harness.tracking import resolve_tracking_uri
@@ -478,6 +482,9 @@ def _list_main(args) -> int:
     except (CompareError, ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    except MlflowException as exc:  # store unreachable or failing
+        print(f"error: tracking store {uri}: {exc.message}", file=sys.stderr)
+        return 1
     if args.format == "csv":
         print(format_listing(table, "csv"))
         return 0
@@ -521,8 +528,9 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """CLI entry point; returns the exit code (0 ok, 2 bad arguments, unknown experiment or
-    incomparable runs). No run ids: list runs (:func:`list_runs`); two or more: paired comparison."""
+    """CLI entry point; returns the exit code (0 ok, 1 tracking store unreachable while
+    listing, 2 bad arguments, unknown experiment or incomparable runs). No run ids: list
+    runs (:func:`list_runs`); two or more: paired comparison."""
     args = _parser().parse_args(argv)
     listing_only = {"--experiment": args.experiment, "--sort": args.sort, "--filter": args.filter, "--tag": args.tag, "--limit": args.limit}
     listing_only.update({"--ascending": args.ascending or None, "--all-runs": args.all_runs or None})

@@ -470,18 +470,24 @@ def chunk_set_statistics(
     return stats
 
 
-def is_degenerate(documents: Sequence[Document], size_limit: tuple[str, str, int] | None) -> bool:
+def is_degenerate(
+    documents: Sequence[Document], size_limit: tuple[str, str, int] | None, chunks: Sequence[Chunk] | None = None
+) -> bool:
     """Whether every document fits in one chunk, so the strategy cannot split anything.
 
     A document fits when its full text measures at most ``limit`` in the chunker's unit
     (``get_counter(unit, tokenizer).count(doc.text) <= limit``); a chunker bounded by that
-    limit then returns it whole, and the run compares whole documents, not chunkings.
+    limit then usually returns it whole, and the run compares whole documents, not
+    chunkings. When ``chunks`` is given, a run is degenerate only if, in addition, no
+    document was cut into two or more chunks: strategies that split by structure (the
+    ``modality`` chunker cuts a short document at its tables and images) are not flagged.
 
     Args:
         documents: the corpus.
         size_limit: ``chunker.size_limit()``: ``(unit, tokenizer, limit)`` with unit
             ``chars``/``words``/``tokens``, or None for strategies without a size bound
             (then False: nothing can be said).
+        chunks: the chunks the strategy produced, or None to judge by sizes alone.
 
     Returns:
         True when ``documents`` is non-empty and every document fits; False otherwise.
@@ -496,6 +502,10 @@ def is_degenerate(documents: Sequence[Document], size_limit: tuple[str, str, int
     unit, tokenizer, limit = size_limit
     if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
         raise ValueError(f"size_limit limit must be an integer >= 1, got {limit!r}")
+    if chunks is not None:
+        per_doc = Counter(c.doc_id for c in chunks)
+        if any(n > 1 for n in per_doc.values()):
+            return False
     counter = get_counter(unit, tokenizer)
     return all(counter.count(d.text) <= limit for d in documents)
 

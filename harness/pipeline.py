@@ -233,7 +233,7 @@ def evaluate(
     if not chunks:
         raise ValueError(f"chunker {chunker.name!r} produced no chunks for dataset {dataset.name!r}")
     size_limit = chunker.size_limit()
-    degenerate = dg.is_degenerate(dataset.documents, size_limit)
+    degenerate = dg.is_degenerate(dataset.documents, size_limit, chunks)
     if degenerate:
         warnings.warn(dg.degenerate_warning(dataset.documents, size_limit), stacklevel=2)
 

@@ -303,6 +303,7 @@ def test_update_baseline_writes_prints_changes_and_the_check_uses_it(tmp_path, c
     assert check.main(["--gate", str(gate), "--update-baseline", *_common(uri)]) == 0
     out = capsys.readouterr().out
     assert "no previous baseline: writing a new one" in out and written.is_file()
+    assert written.stat().st_mode & 0o777 == 0o644  # readable like any committed file, not mkstemp's 0600
     data = json.loads(written.read_text())
     client, runs = _runs(uri)
     (first,) = runs

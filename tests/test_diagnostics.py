@@ -356,6 +356,14 @@ def test_is_degenerate():
     assert "all 2 documents are at most 29 chars" in degenerate_warning(docs, ("chars", "model", 29))
 
 
+def test_is_degenerate_counts_structural_splits():
+    # both documents fit the limit, but a structure-aware strategy cut A in two: not degenerate
+    whole = [Chunk.from_spans(A, [(0, len(A.text))]), Chunk.from_spans(B, [(0, len(B.text))])]
+    split = [Chunk.from_spans(A, [(0, 10)]), Chunk.from_spans(A, [(10, len(A.text))]), whole[1]]
+    assert is_degenerate([A, B], ("chars", "model", 100), whole) is True
+    assert is_degenerate([A, B], ("chars", "model", 100), split) is False
+
+
 def test_is_degenerate_model_tokens(tok):
     docs = [C, Document("D", "the cat")]  # 6 and 2 word pieces
     assert is_degenerate(docs, ("tokens", "model", 6)) is True

@@ -14,8 +14,16 @@ at piece joins. Here every piece is a span from the moment it is cut, and a merg
 is measured on its own text, so its size never exceeds ``chunk_size`` in the configured
 unit (unless a single code point exceeds it). For words and tokens, merge decisions count
 the atoms of the whole document's segmentation that a span overlaps (O(log n) per
-decision) and every emitted chunk is then re-tokenised; the rare chunk whose own text is
-longer (a cut inside a word) is re-cut by exact windows.
+decision) and every emitted chunk is then measured exactly
+(:meth:`harness.chunkers.units.Layout.count`); the rare chunk whose own text is longer (a
+cut inside a word) is re-cut by exact windows.
+
+Speed: the pieces of one split are consecutive, so a run of pieces is kept as its list of
+boundaries. Separator positions are found with numpy (one-character separators) or one
+regex scan, piece sizes are computed for all pieces at once, and the greedy merge jumps
+from chunk to chunk by binary search over the boundaries (the merge conditions are
+monotone in the piece index), so the Python-level work grows with the number of chunks
+and oversized pieces, not with the number of pieces.
 """
 
 from __future__ import annotations
@@ -24,8 +32,8 @@ import bisect
 import re
 
 from harness.chunkers.base import Chunker, check_overlap, check_size
-from harness.chunkers.units import SizeCounter, check_unit, get_counter, strip_span, window_atoms
-from harness.types import Chunk, Document, Span
+from harness.chunkers.units import Layout, check_unit, get_counter, layout_of, strip_span, window_atoms
+from harness.types import Chunk, Document, Span, make_chunk_id
 
 DEFAULT_SEPARATORS = ["\n\n", "\n", " ", ""]
 
@@ -70,100 +78,181 @@ class RecursiveChunker(Chunker):
         self.tokenizer = tokenizer
         self.separators = seps
         self.strip_whitespace = strip_whitespace
-        self._counter: SizeCounter | None = None
-        self._atom_starts: list[int] = []
-        self._atom_ends: list[int] = []
-
-    # -- algorithm -----------------------------------------------------------------------
-    def _len(self, text: str, span: Span, counter: SizeCounter) -> int:
-        """Size of a span: exact for chars; for words/tokens the number of atoms of the whole
-        text's segmentation that overlap the span (exact for words, exact for tokens at
-        whitespace boundaries; every emitted chunk is re-measured in :meth:`_emit`)."""
-        if counter.unit == "chars":
-            return span[1] - span[0]
-        lo = bisect.bisect_right(self._atom_ends, span[0])
-        hi = bisect.bisect_left(self._atom_starts, span[1])
-        return max(0, hi - lo)
-
-    def _emit(self, text: str, start: int, end: int, out: list[Span]) -> None:
-        if self.strip_whitespace:
-            start, end = strip_span(text, start, end)
-        if end <= start:
-            return
-        if self._counter is not None and self._counter.unit != "chars" and self._counter.count(text[start:end]) > self.chunk_size:
-            # the estimate was off at a mid-word boundary: cut this chunk by re-measured windows
-            out.extend(window_atoms(text, start, end, self._counter, self.chunk_size, 0))
-            return
-        out.append((start, end))
-
-    @staticmethod
-    def _cut(text: str, start: int, end: int, sep: str) -> list[Span]:
-        """Pieces of ``text[start:end]`` split at ``sep``, each separator kept at the start of the next piece."""
-        if sep == "":
-            return [(i, i + 1) for i in range(start, end)]
-        cuts = [m.start() for m in re.finditer(re.escape(sep), text[start:end])]
-        bounds = [start] + [start + c for c in cuts if c > 0] + [end]
-        return [(a, b) for a, b in zip(bounds, bounds[1:]) if b > a]
-
-    def _merge(self, text: str, pieces: list[Span], counter: SizeCounter, out: list[Span]) -> None:
-        current: list[Span] = []
-        for piece in pieces:
-            if current and self._len(text, (current[0][0], piece[1]), counter) > self.chunk_size:
-                self._emit(text, current[0][0], current[-1][1], out)
-                while current and (
-                    self._len(text, (current[0][0], current[-1][1]), counter) > self.chunk_overlap
-                    or self._len(text, (current[0][0], piece[1]), counter) > self.chunk_size
-                ):
-                    current.pop(0)
-            current.append(piece)
-        if current:
-            self._emit(text, current[0][0], current[-1][1], out)
-
-    def _split(self, text: str, start: int, end: int, separators: list[str], counter: SizeCounter, out: list[Span]) -> None:
-        sep, rest = separators[-1], []
-        for i, candidate in enumerate(separators):
-            if candidate == "":
-                sep = ""
-                break
-            if candidate in text[start:end]:
-                sep, rest = candidate, separators[i + 1 :]
-                break
-        good: list[Span] = []
-        for piece in self._cut(text, start, end, sep):
-            if self._len(text, piece, counter) < self.chunk_size:
-                good.append(piece)
-                continue
-            if good:
-                self._merge(text, good, counter, out)
-                good = []
-            if rest:
-                self._split(text, piece[0], piece[1], rest, counter, out)
-            else:
-                self._emit(text, piece[0], piece[1], out)
-        if good:
-            self._merge(text, good, counter, out)
 
     def split_spans(self, text: str) -> list[Span]:
         """Chunk spans of ``text`` in order (the algorithm without building Chunk objects)."""
-        counter = get_counter(self.unit, self.tokenizer)
-        out: list[Span] = []
         if not text:
-            return out
-        self._counter = counter
-        if counter.unit != "chars":
-            atoms = counter.atoms(text).spans
-            self._atom_starts = [a for a, _ in atoms]
-            self._atom_ends = [b for _, b in atoms]
-        try:
-            self._split(text, 0, len(text), self.separators, counter, out)
-        finally:
-            self._counter = None
-            self._atom_starts = self._atom_ends = []
+            return []
+        counter = get_counter(self.unit, self.tokenizer)
+        layout = None if counter.unit == "chars" else layout_of(counter, text)
+        out: list[Span] = []
+        _Split(self, text, layout, counter, out).split(0, len(text), self.separators)
         return out
 
     def size_limit(self) -> tuple[str, str, int]:
         return (self.unit, self.tokenizer, self.chunk_size)
 
     def chunk(self, doc: Document) -> list[Chunk]:
-        meta = {"unit": self.unit}
-        return [Chunk.from_spans(doc, [sp], metadata=meta) for sp in self.split_spans(doc.text)]
+        # Chunk(...) directly with exactly the fields Chunk.from_spans would set (spans lie in
+        # the document by construction): chunk construction is a visible share of the time.
+        text, doc_id, unit = doc.text, doc.doc_id, self.unit
+        return [
+            Chunk(doc_id=doc_id, spans=((s, e),), text=text[s:e], chunk_id=make_chunk_id(doc_id, ((s, e),)), metadata={"unit": unit, "n_chars": e - s})
+            for s, e in self.split_spans(text)
+        ]
+
+
+class _Split:
+    """State of one :meth:`RecursiveChunker.split_spans` call.
+
+    ``layout`` is None for characters (a span's size is its length); for words and tokens
+    a span's size while merging is the number of atoms of the whole text it overlaps
+    (monotone in both ends), and an emitted chunk is measured exactly.
+    """
+
+    def __init__(self, chunker: RecursiveChunker, text: str, layout: Layout | None, counter, out: list[Span]) -> None:
+        import numpy as np
+
+        self.text = text
+        self.size = chunker.chunk_size
+        self.overlap = chunker.chunk_overlap
+        self.strip = chunker.strip_whitespace
+        self.layout = layout
+        self.counter = counter
+        self.out = out
+        self._codes = None  # code points of text (numpy), built on the first one-character separator
+        if layout is not None:
+            self.atom_starts = np.asarray(layout.starts, dtype=np.int64)
+            self.atom_ends = np.asarray(layout.ends, dtype=np.int64)
+
+    # -- sizes ------------------------------------------------------------------------------
+    def _size(self, s: int, e: int) -> int:
+        """Merge-time size of ``[s, e)``: characters, or atoms overlapping it."""
+        if self.layout is None:
+            return e - s
+        return max(0, int(self.atom_starts.searchsorted(e, "left")) - int(self.atom_ends.searchsorted(s, "right")))
+
+    def _piece_sizes(self, bounds):
+        """Sizes of all pieces ``[bounds[k], bounds[k + 1])`` at once (numpy)."""
+        import numpy as np
+
+        if self.layout is None:
+            return np.diff(bounds)
+        lo = self.atom_ends.searchsorted(bounds[:-1], "right")
+        hi = self.atom_starts.searchsorted(bounds[1:], "left")
+        return np.maximum(hi - lo, 0)
+
+    # -- cutting ----------------------------------------------------------------------------
+    def _bounds(self, start: int, end: int, sep: str):
+        """``[start, c1, ..., end]``: piece boundaries of ``text[start:end]`` split at ``sep``
+        (non-overlapping occurrences, left to right, each kept at the start of the next
+        piece; an occurrence at ``start`` does not cut)."""
+        import numpy as np
+
+        if sep == "":
+            return np.arange(start, end + 1, dtype=np.int64)
+        if len(sep) == 1:
+            if self._codes is None:
+                self._codes = np.frombuffer(self.text.encode("utf-32-le", "surrogatepass"), dtype=np.uint32)
+            cuts = np.flatnonzero(self._codes[start + 1 : end] == ord(sep)) + (start + 1)
+        else:
+            pattern = re.compile(re.escape(sep))
+            cuts = np.fromiter((m.start() for m in pattern.finditer(self.text, start, end)), dtype=np.int64)
+            cuts = cuts[cuts > start]
+        bounds = np.empty(len(cuts) + 2, dtype=np.int64)
+        bounds[0], bounds[-1] = start, end
+        bounds[1:-1] = cuts
+        return bounds
+
+    def split(self, start: int, end: int, separators: list[str]) -> None:
+        """LangChain's ``_split_text`` on ``text[start:end]``, emitting spans."""
+        text = self.text
+        sep, rest = separators[-1], []
+        for i, candidate in enumerate(separators):
+            if candidate == "":
+                sep = ""
+                break
+            if text.find(candidate, start, end) >= 0:
+                sep, rest = candidate, separators[i + 1 :]
+                break
+        bounds = self._bounds(start, end, sep)
+        big = (self._piece_sizes(bounds) >= self.size).nonzero()[0].tolist()
+        bl = bounds.tolist()
+        n_pieces = len(bl) - 1
+        first = 0  # first piece of the current run of pieces below chunk_size
+        for k in big:
+            if k > first:
+                self._merge(bl, first, k)
+            if rest:
+                self.split(bl[k], bl[k + 1], rest)
+            else:
+                self._emit(bl[k], bl[k + 1])
+            first = k + 1
+        if first < n_pieces:
+            self._merge(bl, first, n_pieces)
+
+    # -- merging ----------------------------------------------------------------------------
+    def _merge(self, bl: list[int], lo: int, hi: int) -> None:
+        """LangChain's ``_merge_splits`` over the consecutive pieces ``lo .. hi - 1`` (piece
+        ``k`` is ``[bl[k], bl[k + 1])``, each below chunk_size).
+
+        Greedy: pieces join the current chunk while it fits; when piece ``k`` does not fit,
+        the chunk ``[bl[first], bl[k])`` is emitted and leading pieces are dropped while the
+        rest exceeds the overlap or cannot take piece ``k``. Both tests are monotone in the
+        piece index, so each step is a binary search.
+        """
+        size, overlap = self.size, self.overlap
+        first, k = lo, lo + 1  # the current chunk holds pieces first .. k - 1
+        while k < hi:
+            # smallest k' >= k whose end no longer fits: size(bl[first], bl[k' + 1]) > size
+            if self.layout is None:
+                k = bisect.bisect_right(bl, bl[first] + size, k + 1, hi + 1) - 1
+            else:
+                k = self._first_true(k, hi, lambda m: self._size(bl[first], bl[m + 1]) > size)
+            if k >= hi:
+                break
+            self._emit(bl[first], bl[k])
+            # drop leading pieces while size(current) > overlap or current + piece k > size
+            if self.layout is None:
+                first = bisect.bisect_left(bl, max(bl[k] - overlap, bl[k + 1] - size), first, k)
+            else:
+                first = self._first_true(
+                    first, k, lambda f: not (self._size(bl[f], bl[k]) > overlap or self._size(bl[f], bl[k + 1]) > size)
+                )
+            k += 1
+        self._emit(bl[first], bl[hi])
+
+    @staticmethod
+    def _first_true(lo: int, hi: int, pred) -> int:
+        """Smallest ``m`` in ``[lo, hi)`` with ``pred(m)`` for a monotone ``pred``
+        (False ... False True ... True); ``hi`` when none. Galloping, then bisection."""
+        if lo >= hi or pred(lo):
+            return lo
+        step, good = 1, lo  # pred(good) is False
+        while True:
+            probe = good + step
+            if probe >= hi:
+                bad = hi
+                break
+            if pred(probe):
+                bad = probe
+                break
+            good, step = probe, step * 2
+        while bad - good > 1:
+            mid = (good + bad) // 2
+            if pred(mid):
+                bad = mid
+            else:
+                good = mid
+        return bad
+
+    def _emit(self, start: int, end: int) -> None:
+        if self.strip:
+            start, end = strip_span(self.text, start, end)
+        if end <= start:
+            return
+        if self.layout is not None and self.layout.count(start, end) > self.size:
+            # the estimate was off at a mid-word boundary: cut this chunk by exact windows
+            self.out.extend(window_atoms(self.text, start, end, self.counter, self.size, 0))
+            return
+        self.out.append((start, end))
