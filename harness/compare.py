@@ -229,7 +229,7 @@ def format_tables(tables: dict[str, pd.DataFrame], baseline: LoggedRun, alpha: f
 # ---------------------------------------------------------------------------- listing mode
 
 #: Config params giving a run's chunk size, first present wins (strategies name it differently).
-SIZE_PARAMS = ("chunker.chunk_size", "chunker.max_chunk_size", "chunker.child_size", "chunker.window_minutes")
+SIZE_PARAMS = ("chunker.chunk_size", "chunker.max_chunk_size", "chunker.child_size")
 #: Config params giving a run's overlap, first present wins.
 OVERLAP_PARAMS = ("chunker.chunk_overlap", "chunker.overlap_sentences", "chunker.overlap_paragraphs", "chunker.child_overlap")
 #: Metric families shown per run in the listing, at the chosen k.
@@ -323,7 +323,7 @@ def list_runs(
     run did not log that value.
 
     Runs listed: active (not deleted) runs matching ``filter_string`` (MLflow search
-    syntax, e.g. ``"tags.chunker = 'fixed' and params.`chunker.chunk_size` = '200'"``) and
+    syntax, e.g. ``"tags.chunker = 'fixed' and params.chunker.chunk_size = '200'"``) and
     every ``KEY=VALUE`` of ``tags``; only FINISHED ones unless ``all_statuses``. A sweep's
     parent run (tag ``harness.sweep=parent``) and runs without ``recall@k`` (failed before
     scoring) are left out unless ``all_statuses``.
@@ -339,6 +339,8 @@ def list_runs(
         ValueError: ``k`` < 1, ``limit`` < 1, a malformed ``tags`` item, or an invalid
             ``filter_string`` (MLflow's message is kept).
     """
+    from mlflow.exceptions import MlflowException
+
     from harness.metrics import mlflow_key
     from harness.tracking import SWEEP_TAG
 
@@ -354,8 +356,6 @@ def list_runs(
     if not all_statuses:
         clauses.append("attributes.status = 'FINISHED'")
     query = " and ".join(clauses)
-    from mlflow.exceptions import MlflowException
-
     try:
         runs = search_all_runs(client, exp.experiment_id, query)
     except MlflowException as exc:
@@ -389,10 +389,18 @@ def list_runs(
     table = pd.DataFrame(rows, columns=columns)
     if table.empty:
         return table
+    for col in ("size", "overlap"):  # whole numbers stay whole next to missing values
+        values = [row[col] for row in rows]
+        present = [v for v in values if v is not None]
+        if present and all(isinstance(v, int) for v in present):
+            table[col] = pd.array(values, dtype="Int64")
+        else:
+            table[col] = pd.Series(values, dtype=object)
 
     sort = sort or f"recall@{k}"
     if sort in table.columns:
-        key = pd.to_numeric(table[sort], errors="coerce") if sort not in ("chunker", "unit", "retriever", "run", "run_id", "status") else table[sort]
+        text_columns = ("chunker", "unit", "retriever", "run", "run_id", "status")
+        key = table[sort] if sort in text_columns else pd.to_numeric(table[sort], errors="coerce").astype("float64")
     else:
         logged = sort if any(sort in e for e in extra) else mlflow_key(sort)
         if not any(logged in e for e in extra):
@@ -429,7 +437,7 @@ def format_listing(table: pd.DataFrame, fmt: str = "markdown", digits: int = 4) 
         elif col == "time_s":
             shown[col] = shown[col].map(lambda v: "" if pd.isna(v) else f"{v:.1f}")
         else:
-            shown[col] = shown[col].map(lambda v: "" if v is None or (isinstance(v, float) and pd.isna(v)) else str(v))
+            shown[col] = shown[col].map(lambda v: "" if v is None or (not isinstance(v, str) and pd.isna(v)) else str(v))
     numeric = [c for c in shown.columns if "@" in c or c in ("size", "overlap", "time_s")]
     align = ["right" if c in numeric else "left" for c in shown.columns]
     return shown.to_markdown(index=False, colalign=align, disable_numparse=True)
@@ -513,7 +521,7 @@ def _parser() -> argparse.ArgumentParser:
     ls.add_argument("--k", type=int, default=None, help="rank cut-off of the metric columns (default 5)")
     ls.add_argument("--sort", default=None, metavar="METRIC", help="metric (recall@5, recall_at_5, time.total_s, ...) or column to sort by (default recall@K)")
     ls.add_argument("--ascending", action="store_true", help="sort ascending (default descending)")
-    ls.add_argument("--filter", default=None, metavar="EXPR", help="MLflow search filter, e.g. \"tags.chunker = 'fixed'\" or \"params.`chunker.chunk_size` = '200'\"")
+    ls.add_argument("--filter", default=None, metavar="EXPR", help="MLflow search filter, e.g. \"tags.chunker = 'fixed'\" or \"params.chunker.chunk_size = '200'\" (clauses joined by 'and')")
     ls.add_argument("--tag", action="append", default=None, metavar="KEY=VALUE", help="keep runs with this tag value (repeatable; ANDed with --filter)")
     ls.add_argument("--format", choices=LIST_FORMATS, default=None, help="markdown table (default) or csv")
     ls.add_argument("--limit", type=int, default=None, help="show at most this many runs (after sorting)")

@@ -171,7 +171,7 @@ def evaluate(
     :mod:`harness.metrics` for the registry): span ``recall/precision/iou@k``,
     ``context_precision@k``, ``mrr@k``, ``context_tokens@k`` (with a token counter);
     chunk-qrels ``chunk_precision@k``, ``item_recall@k``, ``hit_rate@k``, ``ndcg@k``,
-    ``map@k`` (ranx, one call for all queries); ``precision_omega``; ``recall@Btok`` and
+    ``map@k`` (trec_eval, one call for all queries); ``precision_omega``; ``recall@Btok`` and
     ``budget_filled@Btok`` (with ``context_tokenizer``); ``doc_recall@k``, ``doc_ndcg@k``
     (``level="document"``). Means are over every labelled query.
 
@@ -302,7 +302,7 @@ def evaluate(
                 "retrieved": ";".join(order),
             }
         )
-    # Qrels-based metrics: one ranx call for all queries.
+    # Qrels-based metrics: one trec_eval call for all queries.
     omega_index = ChunkIndex(chunks)
     qrels = chunk_qrels(dataset.queries, ChunkIndex(pool.values()), relevance_fraction, relevance)
     ir = chunk_ir_metrics(qrels, {qid: [c.chunk_id for c in cs] for qid, cs in scored.items()}, ks)

@@ -329,7 +329,13 @@ class Tracker:
 
         if not _RUN_ID_RE.match(parent_run_id):
             raise ValueError(f"parent_run_id must be an MLflow run id (hex), got {parent_run_id!r}")
-        experiments = [e.experiment_id for e in self.client.search_experiments(view_type=ViewType.ACTIVE_ONLY, max_results=1000)]
+        experiments, token = [], None
+        while True:
+            page = self.client.search_experiments(view_type=ViewType.ACTIVE_ONLY, max_results=1000, page_token=token)
+            experiments += [e.experiment_id for e in page]
+            token = page.token
+            if not token:
+                break
         runs = []
         for i in range(0, len(experiments), 100):
             runs += self.client.search_runs(

@@ -10,7 +10,7 @@ import re
 import mlflow
 import pytest
 
-from conftest import KESTREL_PATH, compose
+from conftest import compose
 from harness import build
 from harness.chunkers.agentic import AgenticChunker, ReplyRejected, parse_groups
 from harness.run import execute

@@ -94,8 +94,9 @@ def test_csv_listing_with_sort_filter_tag_k_and_limit(store, capsys):
     assert dict(zip(table["run_id"], table["recall@5"])) == recalls
 
     # an MLflow filter on a param, and a tag filter
-    only_200 = listing("--filter", "params.`chunker.chunk_size` = '200'")
+    only_200 = listing("--filter", "params.chunker.chunk_size = '200'")
     assert list(only_200["run_id"]) == [logged["fixed-200"].info.run_id]
+    assert list(listing("--filter", "params.`chunker.chunk_size` = '200' and tags.chunker = 'fixed'")["run_id"]) == list(only_200["run_id"])
     recursive = listing("--tag", "chunker=recursive")
     assert list(recursive["run_id"]) == [logged["recursive-150"].info.run_id]
     assert listing("--tag", "chunker=fixed", "--tag", "retriever=faiss").empty
@@ -118,6 +119,10 @@ def test_all_runs_adds_failed_and_parent_runs_with_status(store, capsys):
     assert len(table) == 5
     assert table["run_id"].iloc[0] == store["parent"]  # its recall_at_5 of 0.999 sorts first
     assert table["run_id"].iloc[-1] == store["failed"]  # no recall: last
+    # sorted by a table column; runs without chunker params (failed early, sweep parent) last
+    assert compare.main(["--tracking-uri", store["uri"], "--experiment", "kestrel_kb", "--format", "csv", "--all-runs", "--sort", "size", "--ascending"]) == 0
+    by_size = pd.read_csv(io.StringIO(capsys.readouterr().out), dtype={"run_id": str})
+    assert by_size["size"].tolist()[:3] == [100, 150, 200] and by_size["size"].iloc[3:].isna().all()
 
 
 @pytest.mark.slow

@@ -1,5 +1,5 @@
-"""The metric suite: registry and names, relevance rules, chunk-qrels IR metrics (ranx,
-cross-checked against ir-measures), item recall, PrecisionΩ, token-budget recall and
+"""The metric suite: registry and names, relevance rules, chunk-qrels IR metrics (trec_eval
+via ir-measures, cross-checked against ranx), item recall, PrecisionΩ, token-budget recall and
 document-level metrics. Expected values are worked out by hand in the comments."""
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from harness.metrics.ir import (
     document_run,
     item_recall,
     precision_omega,
-    ranx_per_query,
+    ir_per_query,
 )
 from harness.metrics.ranking import RELEVANCE_RULES, is_relevant, query_metrics
 from harness.pipeline import evaluate
@@ -259,7 +259,7 @@ def test_document_level_max_pooling_hand_worked():
     assert m["doc_ndcg@1"] == 0.0
 
 
-# --------------------------------------------------------------------------- ranx vs ir-measures
+# --------------------------------------------------------------------------- trec_eval (ours) vs ranx
 
 
 def _random_case(rng: random.Random, n_queries: int):
@@ -277,33 +277,54 @@ def _random_case(rng: random.Random, n_queries: int):
     return qrels, run
 
 
-def test_ranx_agrees_with_ir_measures_on_generated_cases():
-    import ir_measures
-    from ir_measures import AP, P, R, RR, Success, nDCG
+def test_ir_metrics_agree_with_ranx_on_generated_cases():
+    """ir_per_query (trec_eval through ir-measures) against ranx, an independent (numba)
+    implementation, per query and metric on 300 generated queries."""
+    from ranx import Qrels as RQrels
+    from ranx import Run as RRun
+    from ranx import evaluate
 
     qrels, run = _random_case(random.Random(20261130), 300)
     ks = (1, 3, 5, 10)
-    pairs = {}
-    for k in ks:
-        pairs.update({f"precision@{k}": P @ k, f"recall@{k}": R @ k, f"ndcg@{k}": nDCG @ k, f"mrr@{k}": RR @ k, f"map@{k}": AP @ k, f"hit_rate@{k}": Success @ k})
-    ours = ranx_per_query(qrels, run, list(pairs))
+    names = [f"{m}@{k}" for m in ("precision", "recall", "ndcg", "mrr", "map", "hit_rate") for k in ks]
+    ours = ir_per_query(qrels, run, names)
     assert set(ours) == set(qrels)
-    theirs = {}
-    for m in ir_measures.iter_calc(list(pairs.values()), qrels, run):
-        theirs[(m.query_id, str(m.measure))] = m.value
+    rq = RQrels.from_dict(qrels)
+    ranx_values = evaluate(rq, RRun.from_dict(run), names, return_mean=False, make_comparable=True)  # absent queries score 0
+    theirs = {name: dict(zip(rq.keys(), ranx_values[name])) for name in names}  # per query, in ranx's qrels order
     checked = 0
     for qid in qrels:
-        for name, measure in pairs.items():
-            expected = theirs.get((qid, str(measure)), 0.0)  # pytrec_eval skips unranked queries
+        for name in names:
+            expected = theirs[name][qid]
             assert ours[qid][name] == pytest.approx(expected, abs=1e-9), (qid, name)
             assert 0.0 <= ours[qid][name] <= 1.0
             checked += 1
-    assert checked == 300 * len(pairs)
+    assert checked == 300 * len(names)
     assert sum(1 for q in qrels if q not in run) > 0  # the generator did produce empty runs
+    assert len({round(ours[q]["ndcg@10"], 6) for q in qrels}) > 20  # and varied values
+
+
+def test_ir_per_query_hand_worked_and_rejects_unknown_names():
+    # q1: ranking x, a, b with a and b relevant; q2: c (grade 2) at rank 1; q3: nothing ranked
+    qrels = {"q1": {"a": 1, "b": 1}, "q2": {"c": 2}, "q3": {"d": 1}}
+    run = {"q1": {"x": 3.0, "a": 2.0, "b": 1.0}, "q2": {"c": 1.0}}
+    m = ir_per_query(qrels, run, ["precision@3", "mrr@1", "mrr@3", "map@3", "ndcg@3", "hit_rate@1", "recall@2"])
+    assert m["q1"]["precision@3"] == pytest.approx(2 / 3)
+    assert m["q1"]["mrr@1"] == 0.0 and m["q1"]["mrr@3"] == pytest.approx(1 / 2)
+    assert m["q1"]["map@3"] == pytest.approx((1 / 2 + 2 / 3) / 2)
+    # DCG = 1/log2(3) + 1/log2(4); IDCG = 1 + 1/log2(3)
+    assert m["q1"]["ndcg@3"] == pytest.approx((1 / math.log2(3) + 0.5) / (1 + 1 / math.log2(3)))
+    assert m["q1"]["hit_rate@1"] == 0.0 and m["q1"]["recall@2"] == pytest.approx(1 / 2)
+    assert m["q2"]["ndcg@3"] == 1.0 and m["q2"]["precision@3"] == pytest.approx(1 / 3)
+    assert all(v == 0.0 for v in m["q3"].values())
+    with pytest.raises(ValueError, match="unknown rank metric 'ndcg10'"):
+        ir_per_query(qrels, run, ["ndcg10"])
+    with pytest.raises(ValueError, match="unknown rank metric 'bpref@5'"):
+        ir_per_query(qrels, run, ["bpref@5"])
 
 
 def test_span_derived_qrels_mrr_matches_our_mrr_and_properties_hold():
-    """Random chunkings and evidence: ranx's mrr@k on span-derived qrels equals the mrr@k of
+    """Random chunkings and evidence: trec_eval's mrr@k on span-derived qrels equals the mrr@k of
     query_metrics; hit_rate >= chunk_precision; rules are nested (contains ⊆ fraction ⊆ any)."""
     rng = random.Random(7)
     for _ in range(60):
@@ -316,8 +337,8 @@ def test_span_derived_qrels_mrr_matches_our_mrr_and_properties_hold():
         per_rule = {}
         for rule in RELEVANCE_RULES:
             qrels = chunk_qrels([q], ChunkIndex(chunks), 0.5, rule)
-            ranx_mrr = ranx_per_query(qrels, {"q": {c.chunk_id: float(len(ranking) - i) for i, c in enumerate(ranking)}}, ["mrr@5"])["q"]["mrr@5"]
-            assert ranx_mrr == pytest.approx(query_metrics(q, ranking, ks=[5], relevance=rule)["mrr@5"])
+            trec_mrr = ir_per_query(qrels, {"q": {c.chunk_id: float(len(ranking) - i) for i, c in enumerate(ranking)}}, ["mrr@5"])["q"]["mrr@5"]
+            assert trec_mrr == pytest.approx(query_metrics(q, ranking, ks=[5], relevance=rule)["mrr@5"])
             m = chunk_ir_metrics(qrels, {"q": [c.chunk_id for c in ranking]}, ks=[5])["q"]
             assert m["hit_rate@5"] >= m["chunk_precision@5"]
             assert all(0.0 <= v <= 1.0 for v in m.values())

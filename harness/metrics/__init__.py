@@ -14,7 +14,7 @@ The registry :data:`FAMILIES` is keyed by the *pattern* (``"recall@k"``,
 different parameters (span recall at a rank cut-off and at a token budget). Each entry
 gives the formula, range and source; the formulas are implemented in
 :mod:`harness.metrics.ranking` (span and rank metrics per query),
-:mod:`harness.metrics.ir` (qrels-based chunk and document metrics, computed with ranx)
+:mod:`harness.metrics.ir` (qrels-based chunk and document metrics, computed with trec_eval)
 and :mod:`harness.metrics.budget` (token-budget recall).
 
 :func:`mlflow_key` maps every name to an MLflow-safe key (MLflow rejects ``@``):
@@ -59,7 +59,7 @@ class MetricFamily:
 
 
 _SPAN = "Smith & Troynikov, 'Evaluating Chunking Strategies for Retrieval', Chroma, 2024 (token-level metrics, computed here on characters)"
-_IR = "standard IR definition (Manning et al., Introduction to IR, ch. 8); computed with ranx 0.3.21, cross-checked against ir-measures 0.4.3 in tests"
+_IR = "standard IR definition (Manning et al., Introduction to IR, ch. 8); computed with trec_eval (pytrec-eval-terrier via ir-measures 0.4.3), cross-checked against ranx 0.3.21 in tests"
 
 _FAMILY_LIST = (
     # --- span metrics at rank cut-off k (E evidence chars, R_k union of top-k chunk spans)

@@ -1,5 +1,5 @@
-"""Qrels-based retrieval metrics: chunk qrels derived from evidence spans, ranx evaluation,
-evidence-item recall, PrecisionΩ and document-level (max-pooled) metrics.
+"""Qrels-based retrieval metrics: chunk qrels derived from evidence spans, trec_eval
+evaluation, evidence-item recall, PrecisionΩ and document-level (max-pooled) metrics.
 
 Chunk qrels. For a query ``q`` and a *pool* of chunks (every indexed chunk plus every unit
 the pipeline handed back, e.g. parents of hierarchical strategies), ``qrels[q] = {chunk_id:
@@ -12,13 +12,16 @@ Runs. The ranked list handed to the metrics (after ``chunker.expand``) becomes
 ``run[q] = {chunk_id: n - i}`` for rank ``i = 0..n-1``, so the library sees exactly the
 ranking that was scored (no ties; a repeated id keeps its first, best rank).
 
-ranx (Bassani, "ranx: A Blazing-Fast Python Library for Ranking Evaluation and
-Comparison", ECIR 2022) computes ``precision@k`` (divisor k), ``hit_rate@k``, ``mrr@k``,
-``ndcg@k`` (gain = grade, log2 discount), ``map@k`` (divisor = number of relevant
-documents in the qrels) and ``recall@k``; tests cross-check them against ir-measures
-(pytrec_eval) on generated cases. All queries are evaluated in one call, so numba
-compiles at most once per process (12-50 s the very first time on a machine, cached on
-disk afterwards).
+The metrics are computed by trec_eval (NIST's reference implementation, through
+``pytrec_eval`` and ir-measures' ``pytrec_eval`` provider; MacAvaney et al., "Streamlining
+Evaluation with ir-measures", ECIR 2022): ``precision@k`` (``P@k``, divisor k),
+``hit_rate@k`` (``Success@k``), ``mrr@k`` (``RR@k``), ``ndcg@k`` (``nDCG@k``, gain =
+grade, log2 discount), ``map@k`` (``AP@k``, divisor = number of relevant documents in the
+qrels), ``recall@k`` (``R@k``) and ``mrr@k`` (trec_eval's reciprocal rank, which has no
+cut-off, on the run cut to its top k). All queries go through one call per cut-off. trec_eval is compiled
+C, so nothing is compiled at run time (ranx, used before, JIT-compiled its numba code in
+every new process: seconds per run); tests cross-check every value against ranx on
+generated cases.
 
 Document level (``metrics.level=document``): documents are ranked by their best chunk
 (max-pooled retriever score over the fetched chunks; ties broken by the best chunk's rank)
@@ -29,17 +32,20 @@ id (BEIR), whose evidence spans cover whole documents.
 from __future__ import annotations
 
 import bisect
-import warnings
+import re
 from typing import Iterable, Mapping, Sequence
 
 from harness.metrics import span as sp
 from harness.metrics.ranking import relevant_to
 from harness.types import Chunk, Qrels, Query, Run
 
-#: Our family name -> ranx metric name, for the chunk-level families computed by ranx.
-CHUNK_RANX = {"chunk_precision": "precision", "hit_rate": "hit_rate", "ndcg": "ndcg", "map": "map"}
-#: Document-level families -> ranx metric name.
-DOC_RANX = {"doc_recall": "recall", "doc_ndcg": "ndcg"}
+#: Our family name -> name accepted by :func:`ir_per_query`, for the chunk-level families.
+CHUNK_IR = {"chunk_precision": "precision", "hit_rate": "hit_rate", "ndcg": "ndcg", "map": "map"}
+#: Document-level families -> name accepted by :func:`ir_per_query`.
+DOC_IR = {"doc_recall": "recall", "doc_ndcg": "ndcg"}
+#: Names accepted by :func:`ir_per_query` (``<name>@<k>``) -> ir-measures measure name.
+IR_MEASURES = {"precision": "P", "recall": "R", "ndcg": "nDCG", "map": "AP", "mrr": "RR", "hit_rate": "Success"}
+_IR_NAME = re.compile(r"^(?P<name>[a-z_]+)@(?P<k>[1-9][0-9]*)$")
 
 
 class ChunkIndex:
@@ -101,41 +107,56 @@ def run_from_rankings(rankings: Mapping[str, Sequence[str]]) -> Run:
     return out
 
 
-def ranx_per_query(qrels: Qrels, run: Run, metrics: Sequence[str]) -> dict[str, dict[str, float]]:
-    """Per-query values of ranx metrics, one ranx call for all queries.
+def ir_per_query(qrels: Qrels, run: Run, metrics: Sequence[str]) -> dict[str, dict[str, float]]:
+    """Per-query values of rank metrics, one trec_eval call for all queries.
 
     Queries with empty qrels (nothing relevant exists) and queries absent from ``run`` or
-    with an empty ranking score 0 for every metric: ranx rejects empty entries, so they are
-    left out of the call and filled in here.
+    with an empty ranking score 0 for every metric (trec_eval skips them; they are filled
+    in here).
 
     Args:
-        qrels: ``{query_id: {id: grade}}``; one entry per query to score.
-        run: ``{query_id: {id: score}}``, higher first.
-        metrics: ranx names such as ``"ndcg@10"``.
+        qrels: ``{query_id: {id: grade}}``, grades >= 1 relevant; one entry per query to score.
+        run: ``{query_id: {id: score}}``, higher first; scores should be distinct per query
+            (trec_eval breaks ties by id).
+        metrics: names ``<name>@<k>`` with ``name`` in :data:`IR_MEASURES` (``"ndcg@10"``,
+            ``"hit_rate@5"``) and ``k >= 1``.
 
     Returns:
-        ``{query_id: {ranx metric name: value}}`` for every query id in ``qrels``.
+        ``{query_id: {metric name: value}}`` for every query id in ``qrels``, values in [0, 1].
+
+    Raises:
+        ValueError: a metric name not of that form (the message lists the names).
     """
+    parsed: dict[str, tuple[str, int]] = {}
+    for name in metrics:
+        m = _IR_NAME.match(name)
+        if not m or m["name"] not in IR_MEASURES:
+            raise ValueError(f"unknown rank metric {name!r}; expected <name>@<k> with name in {sorted(IR_MEASURES)} and k >= 1")
+        parsed[name] = (m["name"], int(m["k"]))
     out = {qid: {m: 0.0 for m in metrics} for qid in qrels}
     judged = {qid: dict(rel) for qid, rel in qrels.items() if rel}
     ranked = {qid: dict(run[qid]) for qid in judged if run.get(qid)}
     if not metrics or not ranked:
         return out
-    from ranx import Qrels as RQrels
-    from ranx import Run as RRun
-    from ranx import evaluate
+    import ir_measures
 
-    rq = RQrels.from_dict(judged)
-    rr = RRun.from_dict(ranked)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # numba type-safety warnings inside ranx
-        values = evaluate(rq, rr, list(metrics), return_mean=False, make_comparable=True)
-    if len(metrics) == 1:  # ranx returns a bare array for a single metric
-        values = {metrics[0]: values}
-    order = list(rq.keys())  # ranx evaluates in its qrels key order (sorted ids)
-    for m in metrics:
-        for qid, v in zip(order, values[m]):
-            out[qid][m] = float(v)
+    provider = ir_measures.pytrec_eval
+    # trec_eval's reciprocal rank has no cut-off: RR@k is RR on the run cut to its top k.
+    calls: dict[int | None, dict[str, str]] = {}  # run cut-off (None: whole run) -> {measure: our name}
+    for name, (family, k) in parsed.items():
+        if family == "mrr":
+            calls.setdefault(k, {})["RR"] = name
+        else:
+            calls.setdefault(None, {})[f"{IR_MEASURES[family]}@{k}"] = name
+    for cut, names in calls.items():
+        measures = [ir_measures.parse_measure(spec) for spec in names]
+        unsupported = [str(ms) for ms in measures if not provider.supports(ms)]
+        if unsupported:  # pragma: no cover - guards an ir-measures change; never return wrong values silently
+            raise RuntimeError(f"ir-measures' pytrec_eval provider does not support {unsupported}")
+        cut_run = ranked if cut is None else {qid: dict(sorted(r.items(), key=lambda kv: -kv[1])[:cut]) for qid, r in ranked.items()}
+        ours = {str(ms): names[spec] for ms, spec in zip(measures, names)}
+        for value in provider.iter_calc(measures, judged, cut_run):
+            out[value.query_id][ours[str(value.measure)]] = float(value.value)
     return out
 
 
@@ -150,7 +171,7 @@ def chunk_ir_metrics(qrels: Qrels, rankings: Mapping[str, Sequence[str]], ks: Se
     Returns:
         ``{query_id: {"ndcg@10": ..., ...}}`` for every query in ``qrels``.
     """
-    return _renamed(ranx_per_query(qrels, run_from_rankings(rankings), [f"{r}@{k}" for r in CHUNK_RANX.values() for k in ks]), CHUNK_RANX, ks)
+    return _renamed(ir_per_query(qrels, run_from_rankings(rankings), [f"{r}@{k}" for r in CHUNK_IR.values() for k in ks]), CHUNK_IR, ks)
 
 
 def _renamed(values: dict[str, dict[str, float]], mapping: Mapping[str, str], ks: Sequence[int]) -> dict[str, dict[str, float]]:
@@ -215,5 +236,5 @@ def document_run(run: Run, chunk_doc: Mapping[str, str]) -> Run:
 def document_metrics(queries: Sequence[Query], run: Run, chunk_doc: Mapping[str, str], ks: Sequence[int]) -> dict[str, dict[str, float]]:
     """``doc_recall@k`` and ``doc_ndcg@k`` per query (see the module docstring)."""
     qrels = document_qrels(queries)
-    values = ranx_per_query(qrels, document_run(run, chunk_doc), [f"{r}@{k}" for r in DOC_RANX.values() for k in ks])
-    return _renamed(values, DOC_RANX, ks)
+    values = ir_per_query(qrels, document_run(run, chunk_doc), [f"{r}@{k}" for r in DOC_IR.values() for k in ks])
+    return _renamed(values, DOC_IR, ks)
