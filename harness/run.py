@@ -200,6 +200,10 @@ def execute(cfg: DictConfig) -> dict:
         encoder = build.build_encoder(cfg)
         chunker = build.build_chunker(cfg, encoder)
         retriever = build.build_retriever(cfg, encoder)
+        from harness.compression import from_config as compressor_from_config
+
+        # contextual compression after retrieval (None when off); bad settings fail here
+        compressor = compressor_from_config(build.to_container(cfg.compression) if "compression" in cfg else None, encoder)
         context_counter = get_counter("tokens", str(cfg.metrics.context_tokenizer))
         tracker.set_tags({"chunker": chunker.name, "retriever": retriever.name})
         tracker.log_params(flatten({k: v for k, v in resolved.items() if k != "paths"}))
@@ -217,6 +221,10 @@ def execute(cfg: DictConfig) -> dict:
                 "n_queries": len(dataset.queries),
             }
         )
+        report = getattr(dataset, "load_report", None)
+        if report is not None:  # folder datasets: files skipped by dataset.on_error=skip, excerpt location counts
+            tracker.log_metrics({"dataset.skipped_files": report.count("skipped_files")})
+            tracker.log_text(report.summary(50), "load_report.txt")
         tracker.log_dataset(_queries_frame(dataset), name=dataset.name, digest=dataset.fingerprint(), source=dataset.source)
         model_tokens = HFTokenCounter(str(encoder.model_path / "tokenizer.json"))
         from harness.cache import Cache
@@ -240,6 +248,7 @@ def execute(cfg: DictConfig) -> dict:
             token_spans=lambda text: model_tokens.atoms(text).spans,
             chunk_cache=Cache(cache_root).chunks if cache_root else None,
             chunker_config=build.to_container(cfg.chunker),
+            compressor=compressor,
         )
         timings.update(ev.timings)
         t0 = time.perf_counter()
@@ -416,9 +425,31 @@ def _results_text(ev) -> str:
     budget = ev.budget_table()
     if not budget.empty:
         parts.append(budget.to_string(float_format=fmt))
+    compressed = _compression_table(ev.metrics)
+    if compressed:
+        parts.append(compressed)
     if "precision_omega" in ev.metrics:
         parts.append(f"precision_omega  {ev.metrics['precision_omega']:.4f}")
     return "\n\n".join(parts)
+
+
+def _compression_table(metrics: dict) -> str:
+    """Contextual-compression metrics (``compressed.recall@5``, ...) as a k-by-metric text table, or ``""``."""
+    import re
+
+    rows: dict[str, dict[int, float]] = {}
+    for name, value in metrics.items():
+        m = re.fullmatch(r"(compressed\.\w+|compression\.\w+)@(\d+)", name)
+        if m:
+            rows.setdefault(m.group(1), {})[int(m.group(2))] = value
+    if not rows:
+        return ""
+    ks = sorted({k for r in rows.values() for k in r})
+    width = max(len(r) for r in rows)
+    lines = [" " * width + "".join(f"{'@' + str(k):>11}" for k in ks)]
+    for row, values in rows.items():
+        lines.append(row.ljust(width) + "".join(f"{values[k]:>11.4f}" if k in values else " " * 11 for k in ks))
+    return "\n".join(lines)
 
 
 def _json(obj) -> str:

@@ -133,3 +133,14 @@ def test_compression_config_group(encoder):
     assert isinstance(on, Compressor) and on.budget == 128 and on.encoder is encoder
     with pytest.raises(ValueError, match=r"unknown key\(s\) \['budgett'\]"):
         from_config({"enabled": True, "budgett": 5}, encoder)
+
+
+def test_results_text_lists_compression_metrics_by_k():
+    from harness.run import _compression_table
+
+    text = _compression_table({"compressed.recall@1": 0.5, "compressed.recall@5": 0.75, "compression.tokens_saved@5": 12.0, "recall@5": 0.9})
+    lines = text.splitlines()
+    assert lines[0].split() == ["@1", "@5"]
+    assert lines[1].split() == ["compressed.recall", "0.5000", "0.7500"]
+    assert lines[2].split() == ["compression.tokens_saved", "12.0000"]
+    assert _compression_table({"recall@5": 0.9}) == ""
