@@ -72,7 +72,8 @@ def build_encoder(cfg: DictConfig):
 
 
 def build_chunker(cfg: DictConfig, encoder=None):
-    """Instantiate ``cfg.chunker``; strategies that embed get ``encoder=``.
+    """Instantiate ``cfg.chunker``; strategies that embed get ``encoder=``, strategies with
+    ``needs_cache_dir`` get ``cache_dir=`` (the run's cache folder or None).
 
     Raises:
         ValueError: invalid chunker parameters (raised by the constructor, naming them).
@@ -81,6 +82,8 @@ def build_chunker(cfg: DictConfig, encoder=None):
 
     cls = _target_class(cfg.chunker)
     kwargs = {"encoder": encoder} if getattr(cls, "needs_encoder", False) else {}
+    if getattr(cls, "needs_cache_dir", False):  # e.g. LLM reply caches; kept out of the config hash
+        kwargs["cache_dir"] = cache_dir(cfg)
     chunker = _instantiate(cfg.chunker, **kwargs)
     if not isinstance(chunker, Chunker):
         raise TypeError(f"chunker._target_ {cfg.chunker._target_!r} does not build a harness Chunker")

@@ -261,6 +261,8 @@ def execute(cfg: DictConfig) -> dict:
             }
         )
         tracker.log_metrics({f"chunks.{k}": v for k, v in ev.chunk_stats.items()})
+        if hasattr(chunker, "stats"):  # strategy counters, e.g. llm.calls / llm.rejected_replies
+            tracker.log_metrics(chunker.stats())
         tracker.set_tags({"degenerate_chunking": str(ev.degenerate).lower()})
         tracker.log_text(_json({str(k): v for k, v in reason_counts(ev.miss_reasons, ks).items()}), "miss_reasons.json")
         if n_boot > 0:  # bootstrap confidence intervals of every mean metric, e.g. recall_at_5_ci_low

@@ -126,7 +126,7 @@ def test_a_one_sentence_window_needs_no_call():
     with FakeLLM(["1-5", "1-1"]) as server:
         chunks = chunker(server.base_url, window_sentences=5).chunk(DOC)
     assert len(server.requests) == 1  # window 2 holds sentence 6 alone
-    assert chunks[-1].spans[0] == span(SENTENCES[5], SENTENCES[5])
+    assert chunks[-1].spans[0] == span(SENTENCES[5], SENTENCES[5]) and chunks[-1].metadata["grouped_by"] == "single"
 
 
 def test_sentences_shown_to_the_model_are_cut_to_preview_chars():
@@ -140,6 +140,14 @@ def test_no_server_fails_with_a_message_naming_the_setting():
     ch = chunker(f"http://127.0.0.1:{port}/v1", window_sentences=3)
     with pytest.raises(Exception, match=rf"chunker\.llm\.base_url=http://127\.0\.0\.1:{port}/v1"):
         ch.chunk(DOC)
+
+
+def test_a_refused_request_stops_with_a_hint_at_the_window_size():
+    from harness.llm import LLMRequestError
+
+    with FakeLLM([400]) as server:
+        with pytest.raises(LLMRequestError, match=r"HTTP 400.*lower chunker\.window_sentences or chunker\.preview_chars"):
+            chunker(server.base_url, window_sentences=3).chunk(DOC)
 
 
 def test_replies_are_cached_on_disk(tmp_path):
@@ -212,7 +220,7 @@ def test_run_with_a_scripted_server_logs_llm_counters(tmp_path, kestrel, trackin
     assert m["llm.calls"] == asked == m["agentic.llm_windows"]
     assert m["llm.rejected_replies"] == m["llm.rejected.unparseable"] == asked // 3 == m["agentic.fallback_windows"]
     assert 0.0 <= m["recall_at_5"] <= 1.0 and len(ev.per_query) <= n_queries
-    assert {c.metadata["grouped_by"] for c in ev.chunks} == {"llm", "fallback"}
+    assert {"llm", "fallback"} <= {c.metadata["grouped_by"] for c in ev.chunks} <= {"llm", "fallback", "single"}
 
 
 def _docs(folder):

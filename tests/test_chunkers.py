@@ -1,6 +1,8 @@
 """Chunker behaviour: exact spans on repeated text, size limits in the configured unit,
 coverage, LangChain parity for character recursion, and parameter validation."""
 
+import random
+
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -100,10 +102,10 @@ text_st = st.lists(
 ).map("".join)
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     text=text_st,
-    unit=st.sampled_from(["chars", "words", "tokens"]),
+    unit=st.sampled_from(["chars", "words", "tokens", "tokens_cl100k"]),
     size=st.integers(4, 60),
     overlap_frac=st.floats(0, 0.9),
     strategy=st.sampled_from(["fixed", "recursive"]),
@@ -111,12 +113,81 @@ text_st = st.lists(
 def test_property_spans_exact_sizes_respected_and_lossless(text, unit, size, overlap_frac, strategy):
     overlap = min(size - 1, int(size * overlap_frac))
     cls = FixedChunker if strategy == "fixed" else RecursiveChunker
+    tokenizer = "cl100k_base" if unit == "tokens_cl100k" else "model"
+    unit = unit.removesuffix("_cl100k")
     doc = Document("p", text)
-    chunks = cls(chunk_size=size, chunk_overlap=overlap, unit=unit).chunk(doc)
-    check_invariants(doc, chunks, unit, limit=size)
+    chunks = cls(chunk_size=size, chunk_overlap=overlap, unit=unit, tokenizer=tokenizer).chunk(doc)
+    check_invariants(doc, chunks, unit, tokenizer, limit=size)
     assert not uncovered_non_space(doc, chunks)
     starts = [c.start for c in chunks]
     assert starts == sorted(starts)
+
+
+# Pieces where tokenisers are context-sensitive: contractions, a leading space or symbol
+# glued to the next word, digit groups, combining marks, control characters, CJK, emoji,
+# letters that case-fold to ASCII (ſ, K), special-token text and ASCII/non-ASCII borders.
+TRICKY = [
+    "Status: OK", "\n", "\n\n", " ", "  ", "\t", "\r\n", "   \n  ", "lease renewal", "e.g.", "3.14", "1234567",
+    "日本語。", "naïve café", "Ünïcödé", "🚀", "don't", "IT'S", "'ll", "'s", "(word)", "l'été", "ſ", "K", "a\u0301",
+    "\u0301", "\x0b", "\x00", "—", "ﬁ", "Ⅷ", "١٢٣", "ab-cd", "A.B.", "$100", "@user", "[MASK]", "<|endoftext|>",
+    "x" * 40, "def f(x):\n    return x",
+]
+
+
+@pytest.mark.parametrize("tokenizer", ["model", "cl100k_base"])
+def test_layout_count_equals_the_tokenizer_count_of_any_span(tokenizer, kestrel):
+    """Layout.count (hard boundaries: two short ends tokenised, the middle read from the whole
+    text's tokens) must equal tokenising the span itself, for any span of any text."""
+    rng = random.Random(11)
+    counter = get_counter("tokens", tokenizer)
+    texts = ["".join(rng.choice(TRICKY) for _ in range(rng.randint(1, 120))) for _ in range(150)]
+    texts += [d.text for d in kestrel.documents[:3]]
+    checked = 0
+    for text in texts:
+        layout = counter.layout(text)
+        assert [(int(s), int(e)) for s, e in zip(layout.starts, layout.ends)] == counter.atoms(text).spans
+        for _ in range(40):
+            s = rng.randint(0, len(text))
+            e = rng.randint(s, len(text))
+            assert layout.count(s, e) == counter.count(text[s:e]), (tokenizer, text[s:e])
+            checked += 1
+    assert checked == 40 * len(texts)
+
+
+def test_layout_count_without_known_hard_boundaries_tokenises_the_span(tmp_path):
+    """A tokenizer whose pre-tokenisation is not the one the hard-boundary rules were derived
+    for is measured whole (still exact): a BERT tokenizer.json with another pre-tokenizer,
+    and cl100k_base with its rule switched off."""
+    import json
+
+    from harness.chunkers.units import HFTokenCounter, TiktokenCounter, model_tokenizer_file
+
+    spec = json.loads(open(model_tokenizer_file(), encoding="utf-8").read())
+    spec["pre_tokenizer"] = {"type": "Whitespace"}
+    path = tmp_path / "tokenizer.json"
+    path.write_text(json.dumps(spec), encoding="utf-8")
+    hf = HFTokenCounter(str(path))
+    assert hf._bert_local is False and get_counter("tokens", "model")._bert_local is True
+    tk = TiktokenCounter("cl100k_base")
+    assert tk._known_pattern is True
+    tk.__dict__["_known_pattern"] = False  # as for an encoding with another regex
+    text = "Kestrel's broker (v2.1) restarted; workers re-connected — 日本語 🚀 don't."
+    for counter in (hf, tk):
+        layout = counter.layout(text)
+        for s in range(0, len(text), 3):
+            for e in range(s, len(text) + 1, 5):
+                assert layout.count(s, e) == counter.count(text[s:e])
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(text=text_st, size=st.integers(2, 80), overlap_frac=st.floats(0, 0.9))
+def test_property_recursive_chars_gives_langchains_chunk_texts(text, size, overlap_frac):
+    from langchain_text_splitters import RecursiveCharacterTextSplitter
+
+    overlap = min(size - 1, int(size * overlap_frac))
+    ours = RecursiveChunker(chunk_size=size, chunk_overlap=overlap, unit="chars").chunk(Document("p", text))
+    theirs = RecursiveCharacterTextSplitter(chunk_size=size, chunk_overlap=overlap).split_text(text)
+    assert [c.text for c in ours] == theirs
 
 
 def test_sentence_spans_handle_abbreviations_decimals_cjk_and_crlf():

@@ -33,7 +33,8 @@ How a document is chunked:
 
 Chunks never cross a window boundary. Each chunk is one span from its first sentence's
 start to its last sentence's end; together they partition the document's non-whitespace
-text. Metadata: ``unit``, ``n_sentences``, ``grouped_by`` (``llm`` or ``fallback``).
+text. Metadata: ``unit``, ``n_sentences``, ``grouped_by`` (``llm``, ``fallback``, or
+``single`` for a window of one sentence, which needs no request).
 
 Counters (:meth:`AgenticChunker.stats`, cumulative over the chunker's life): the LLM
 client's (``llm.calls``, ``llm.cache_hits``, ``llm.server_requests``, ``llm.retries``, ...),
@@ -208,16 +209,20 @@ class AgenticChunker(SizedChunker):
     # -- chunking -------------------------------------------------------------------------
     def _groups(self, doc: Document, text: str, window: list[Span], counter: SizeCounter, index: int) -> list[tuple[tuple[int, int], str]]:
         """Groups of one window as ``((i, j), grouped_by)``, i/j indices into ``window``."""
-        from harness.llm import LLMResponseError
+        from harness.llm import LLMRequestError, LLMResponseError
 
         self.counters["agentic.windows"] += 1
         if len(window) < 2:
-            return [((0, len(window)), "llm")] if window else []
+            return [((0, len(window)), "single")] if window else []
         self.counters["agentic.llm_windows"] += 1
         try:
             reply = self.llm.chat(self.messages(text, window, counter))
             self.counters["llm.replies"] += 1
             groups = parse_groups(reply, len(window))
+        except LLMRequestError as exc:
+            raise LLMRequestError(
+                f"{exc}; if the prompt exceeds the model's context, lower chunker.window_sentences or chunker.preview_chars"
+            ) from None
         except (ReplyRejected, LLMResponseError) as exc:
             reason = exc.reason if isinstance(exc, ReplyRejected) else "invalid_response"
             self.counters["llm.rejected_replies"] += 1

@@ -87,6 +87,10 @@ class RecursiveChunker(Chunker):
         layout = None if counter.unit == "chars" else layout_of(counter, text)
         out: list[Span] = []
         _Split(self, text, layout, counter, out).split(0, len(text), self.separators)
+        if layout is not None:
+            # a chunk re-cut by exact windows can end after the start of the next merged chunk
+            # (which carries overlap from before the cut): keep document order
+            out.sort()
         return out
 
     def size_limit(self) -> tuple[str, str, int]:
