@@ -220,27 +220,36 @@ def _exact_count(
     def count(s: int, e: int) -> int:
         if e <= s:
             return 0
-        if is_hard(s):
-            m1 = s
-        else:  # first hard boundary in (s, min(e, s + scan)]
+        if s <= 0:
+            m1 = 0
+        else:  # first hard boundary in [s, min(e, s + scan)]
             stop = s + _BOUNDARY_SCAN if s + _BOUNDARY_SCAN < e else e
-            hit = find(text, s, stop + 1)
-            if hit is not None:
-                m1 = hit.end() - 1 if letter_end else hit.start()
-            elif stop >= n:
+            hit = find(text, s - 1, stop + 1)
+            if hit is None:
+                if stop < n:
+                    return encode_count(text[s:e])
                 m1 = n
-            else:
-                return encode_count(text[s:e])
+            elif letter_end:  # a letter at s - 1 or later followed by a non-letter
+                m1 = hit.end() - 1
+            else:  # whitespace at s - 1 (then m1 = s) or at the first position >= s
+                m1 = hit.start()
+                if m1 < s:
+                    m1 = s
         m2 = e
-        if not is_hard(m2):
+        if m2 < n and not is_hard(m2):
             stop = e - _BOUNDARY_SCAN if e - _BOUNDARY_SCAN > m1 else m1
             while m2 > stop and not is_hard(m2):
                 m2 -= 1
             if not is_hard(m2):
                 m2 = m1
-        total = int(below(m2)) - int(below(m1))
+        lo, hi = below((m1, m2)).tolist()
+        total = hi - lo
         if m1 > s:
-            total += piece_count(text[s:m1])
+            head = text[s:m1]
+            c = pieces.get(head)
+            if c is None:
+                c = piece_count(head)
+            total += c
         if e > m2:
             total += piece_count(text[m2:e]) if e - m2 <= _BOUNDARY_SCAN else encode_count(text[m2:e])
         return total
@@ -341,7 +350,7 @@ class TiktokenCounter:
     def __init__(self, encoding: str) -> None:
         self.name = encoding
         self._encoding = encoding
-        self._byte_len = None  # numpy table: token id -> packed code-point facts (-1 = not looked up yet)
+        self._token_facts = None  # numpy tables per token id: code points begun, first byte inside a code point
         self._pieces: dict[str, int] = {}  # memo of short-string token counts (see _exact_count)
 
     @functools.cached_property
@@ -358,13 +367,15 @@ class TiktokenCounter:
     def count(self, text: str) -> int:
         return len(self._enc.encode_ordinary(text))
 
-    def _token_char_starts(self, text: str):
-        """Code point holding the first byte of every token of ``text`` (numpy int64, non-decreasing).
+    def _token_char_starts(self, text: str) -> tuple:
+        """``(starts, merged)``: the code point holding the first byte of every token of
+        ``text`` (numpy int64, non-decreasing), and whether some token begins inside a
+        code point (then two tokens can share a start).
 
-        Per token id a table holds ``2 * (bytes that start a code point) + (1 if its first
-        byte continues a code point)``; a token's offset is the number of code points begun
-        by the tokens before it, minus one when it begins inside a code point (the rule of
-        tiktoken's ``decode_with_offsets``).
+        Per token id two tables hold the bytes of the token that begin a code point and
+        whether its first byte continues one; a token's offset is the number of code points
+        begun by the tokens before it, minus one when it begins inside a code point (the
+        rule of tiktoken's ``decode_with_offsets``).
 
         Raises:
             ValueError: the tokens do not cover ``text`` code point for code point.
@@ -376,36 +387,43 @@ class TiktokenCounter:
             ids = enc.encode_to_numpy(text, disallowed_special=())  # == encode_ordinary, without a Python list
         except UnicodeEncodeError as exc:
             raise ValueError(f"text holds a code point that is not valid UTF-8 ({exc.reason}); cannot map tokens to offsets") from exc
-        if self._byte_len is None:
-            self._byte_len = np.full(enc.n_vocab, -1, dtype=np.int64)
-        table = self._byte_len
-        packed = table[ids]
-        missing = packed < 0
-        if missing.any():
-            for t in np.unique(ids[missing]).tolist():
+        if self._token_facts is None:  # (begun, lead) per token id; begun = -1: not looked up yet
+            self._token_facts = (np.full(enc.n_vocab, -1, dtype=np.int32), np.zeros(enc.n_vocab, dtype=np.int32))
+        begun_table, lead_table = self._token_facts
+        begun = begun_table[ids]
+        if len(begun) and begun.min() < 0:
+            for t in np.unique(ids[begun < 0]).tolist():
                 raw = enc.decode_single_token_bytes(t)
-                table[t] = 2 * sum(1 for c in raw if c & 0xC0 != 0x80) + (1 if raw and raw[0] & 0xC0 == 0x80 else 0)
-            packed = table[ids]
-        lead = packed & 1
-        np.right_shift(packed, 1, out=packed)  # code points begun by each token
-        starts = np.cumsum(packed)
-        if (int(starts[-1]) if len(starts) else 0) != len(text):
+                begun_table[t] = sum(1 for c in raw if c & 0xC0 != 0x80)
+                lead_table[t] = 1 if raw and raw[0] & 0xC0 == 0x80 else 0
+            begun = begun_table[ids]
+        # exclusive prefix sum of code points begun (int64: searchsorted with Python ints
+        # would copy an int32 array on every call)
+        starts = np.empty(len(begun), dtype=np.int64)
+        if len(begun):
+            starts[0] = 0
+            np.cumsum(begun[:-1], out=starts[1:])
+        if (int(starts[-1]) + int(begun[-1]) if len(begun) else 0) != len(text):
             raise ValueError("tiktoken's tokens do not cover the text code point for code point; cannot map tokens to offsets")
-        starts -= packed
-        starts -= lead
-        return starts
+        if text.isascii():
+            return starts, False
+        lead = lead_table[ids]
+        merged = bool(lead.any())
+        if merged:
+            starts -= lead
+        return starts, merged
 
     @staticmethod
-    def _atom_starts(char_starts):
+    def _atom_starts(char_starts, merged: bool):
         """Distinct token starts (numpy): tokens starting inside one code point merge."""
         import numpy as np
 
-        if len(char_starts) < 2:
+        if not merged or len(char_starts) < 2:
             return char_starts
         keep = np.empty(len(char_starts), dtype=bool)
         keep[0] = True
         np.not_equal(char_starts[1:], char_starts[:-1], out=keep[1:])
-        return char_starts if keep.all() else char_starts[keep]
+        return char_starts[keep]
 
     @staticmethod
     def _breakable(text: str, s: int, first: bool) -> bool:
@@ -413,7 +431,7 @@ class TiktokenCounter:
         return first or text[s].isspace() or text[s - 1].isspace() or not text[s].isalnum()
 
     def atoms(self, text: str) -> Atoms:
-        starts = self._atom_starts(self._token_char_starts(text)).tolist()
+        starts = self._atom_starts(*self._token_char_starts(text)).tolist()
         spans = list(zip(starts, starts[1:] + [len(text)]))
         breakable = [self._breakable(text, s, i == 0) for i, (s, _) in enumerate(spans)]
         return Atoms(spans, breakable)
@@ -423,8 +441,8 @@ class TiktokenCounter:
         exact via hard boundaries for cl100k_base's regex, else by tokenising the span."""
         import numpy as np
 
-        char_starts = self._token_char_starts(text)
-        starts = self._atom_starts(char_starts)
+        char_starts, merged = self._token_char_starts(text)
+        starts = self._atom_starts(char_starts, merged)
         ends = np.append(starts[1:], len(text))
         if self._known_pattern:
             encode = self._enc.encode_ordinary
