@@ -42,15 +42,23 @@ log = logging.getLogger(__name__)
 SHOW_PROBLEMS = 5
 
 
-def read_excerpts(
-    path: str | Path, name: str | None = None, allow_unlocated: bool = False, file: str = "excerpts.jsonl"
-) -> tuple[Dataset, LoadReport]:
-    """Load an excerpts dataset and return it with its :class:`LoadReport`.
+def excerpts_layout(path: str | Path | None, name: str | None, file: str, kind: str) -> tuple[Path, str, Path, Path]:
+    """Check the ``<path>/corpus/`` + ``<path>/<file>`` layout shared by excerpt-labelled formats.
 
-    See :func:`load_excerpts` for arguments and errors; this variant does not log.
+    Args:
+        path: the dataset folder (``dataset.path``).
+        name: dataset name, or None for the folder name.
+        file: the excerpts JSONL inside ``path``.
+        kind: format name used in the error for a missing path (``excerpts``, ``folder``).
+
+    Returns:
+        ``(root, name, corpus_dir, qfile)``.
+
+    Raises:
+        DatasetError: ``path`` unset, or the corpus folder or the excerpts file missing.
     """
     if path is None or str(path) == "":
-        raise DatasetError("excerpts: dataset.path is not set; point it at a folder with corpus/ and excerpts.jsonl")
+        raise DatasetError(f"{kind}: dataset.path is not set; point it at a folder with corpus/ and excerpts.jsonl")
     root = Path(path)
     name = name or root.name
     corpus_dir = root / "corpus"
@@ -59,6 +67,17 @@ def read_excerpts(
         raise DatasetError(f"dataset {name!r}: expected a corpus folder at {corpus_dir}")
     if not qfile.is_file():
         raise DatasetError(f"dataset {name!r}: expected an excerpts file at {qfile}")
+    return root, name, corpus_dir, qfile
+
+
+def read_excerpts(
+    path: str | Path, name: str | None = None, allow_unlocated: bool = False, file: str = "excerpts.jsonl"
+) -> tuple[Dataset, LoadReport]:
+    """Load an excerpts dataset and return it with its :class:`LoadReport`.
+
+    See :func:`load_excerpts` for arguments and errors; this variant does not log.
+    """
+    root, name, corpus_dir, qfile = excerpts_layout(path, name, file, "excerpts")
     documents = read_corpus_folder(corpus_dir)
     report = LoadReport(name)
     queries = locate_queries(documents, iter_jsonl(qfile), qfile.stem, report, where_docs=str(corpus_dir))

@@ -46,7 +46,7 @@ import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from harness.datasets.excerpts import check_located, locate_queries
+from harness.datasets.excerpts import check_located, excerpts_layout, locate_queries
 from harness.datasets.native import iter_jsonl
 from harness.datasets.report import LoadReport
 from harness.datasets.validate import DatasetError, check_dataset
@@ -151,14 +151,7 @@ def read_folder(
         raise DatasetError(f"dataset.ocr must be true or false, got {ocr!r}")
     if ocr and shutil.which("tesseract") is None:
         raise DatasetError("dataset.ocr=true needs the tesseract program on PATH (Debian: apt-get install tesseract-ocr)")
-    root = Path(path)
-    name = name or root.name
-    corpus_dir = root / "corpus"
-    qfile = root / file
-    if not corpus_dir.is_dir():
-        raise DatasetError(f"dataset {name!r}: expected a corpus folder at {corpus_dir}")
-    if not qfile.is_file():
-        raise DatasetError(f"dataset {name!r}: expected an excerpts file at {qfile}")
+    root, name, corpus_dir, qfile = excerpts_layout(path, name, file, "folder")
     report = LoadReport(name)
     documents = read_documents(corpus_dir, report, on_error=on_error, table_format=table_format, ocr=ocr, ocr_lang=ocr_lang)
     if not documents:
