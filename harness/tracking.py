@@ -17,6 +17,12 @@ Sweeps: :class:`harness.callbacks.SweepRunCallback` opens one parent run per mul
 RUNNING parents whose process on this host is gone (SIGKILL, power loss), with their
 RUNNING children.
 
+Interrupts: every MLflow client call of a :class:`Tracker` runs with Ctrl-C (SIGINT) and
+SIGTERM held back (:func:`signals_deferred`) and delivered as soon as the call returns. A
+``KeyboardInterrupt`` raised inside MLflow's SQLAlchemy session would leave a pooled
+connection holding the SQLite write lock, so every later write of the same process (the
+FAILED/KILLED status, the sweep's parent) would fail with "database is locked".
+
 Parallel writers: a local SQLite store is opened (schema migration, experiment creation)
 under an exclusive file lock beside the database file, so jobs started at the same moment
 by a parallel launcher do not race on a fresh database. Writes after that rely on SQLite's
@@ -26,11 +32,14 @@ own locking, which MLflow's short transactions keep well under its busy timeout.
 from __future__ import annotations
 
 import contextlib
+import functools
 import hashlib
 import json
 import os
 import re
+import signal
 import tempfile
+import threading
 import traceback
 from pathlib import Path
 from typing import Any, Iterator, Mapping
@@ -153,6 +162,80 @@ def safe_param_value(value: Any) -> str:
     return text[: MAX_PARAM_VALUE - len(suffix)] + suffix
 
 
+#: Signals held back during a tracking-store call.
+_DEFERRED_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+_defer_state: dict[str, Any] = {"depth": 0, "saved": {}, "pending": []}
+
+
+def _record_signal(signum, frame) -> None:  # noqa: ARG001 - signal handler signature
+    _defer_state["pending"].append(signum)
+
+
+@contextlib.contextmanager
+def signals_deferred() -> Iterator[None]:
+    """Hold SIGINT and SIGTERM while the body runs; deliver them to the handlers that were in
+    place once it ends.
+
+    Only the main thread receives signals in Python, so elsewhere this is a no-op. Nested uses
+    deliver at the outermost exit. Each held signal is delivered once: a Python handler is
+    called (``signal.default_int_handler`` raises ``KeyboardInterrupt``), a default
+    disposition is re-raised with ``os.kill`` after the handler is restored, an ignored one
+    is dropped. The price is that Ctrl-C waits for the current MLflow call (one batch, one
+    artifact upload) to return.
+    """
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    state = _defer_state
+    if state["depth"] == 0:
+        state["pending"] = []
+        state["saved"] = {signum: signal.getsignal(signum) for signum in _DEFERRED_SIGNALS}
+        for signum in _DEFERRED_SIGNALS:
+            signal.signal(signum, _record_signal)
+    state["depth"] += 1
+    try:
+        yield
+    finally:
+        state["depth"] -= 1
+        if state["depth"] == 0:
+            saved, pending = state["saved"], list(dict.fromkeys(state["pending"]))
+            state["saved"], state["pending"] = {}, []
+            for signum, handler in saved.items():
+                signal.signal(signum, handler if handler is not None else signal.SIG_DFL)
+            for signum in pending:
+                handler = saved.get(signum)
+                if callable(handler):
+                    handler(signum, None)
+                elif handler != signal.SIG_IGN:
+                    os.kill(os.getpid(), signum)
+
+
+class SignalSafeClient:
+    """An ``mlflow.MlflowClient`` whose method calls run under :func:`signals_deferred`.
+
+    Attribute access is passed through; callables are wrapped so that Ctrl-C or SIGTERM never
+    interrupts MLflow half-way through a database transaction.
+
+    Args:
+        client: the ``mlflow.MlflowClient`` to wrap.
+    """
+
+    def __init__(self, client: Any) -> None:
+        self._client = client
+
+    def __getattr__(self, name: str) -> Any:
+        attr = getattr(self._client, name)
+        if not callable(attr):
+            return attr
+
+        @functools.wraps(attr)
+        def call(*args: Any, **kwargs: Any) -> Any:
+            with signals_deferred():
+                return attr(*args, **kwargs)
+
+        return call
+
+
 class Tracker:
     """Logs one run: params, metrics, tags and artifacts, in MLflow-sized batches.
 
@@ -169,7 +252,7 @@ class Tracker:
         self.tracking_uri = tracking_uri
         mlflow.set_tracking_uri(tracking_uri)
         with store_lock(tracking_uri):  # first use migrates a SQLite DB: one process at a time
-            client = mlflow.MlflowClient(tracking_uri)
+            client = SignalSafeClient(mlflow.MlflowClient(tracking_uri))
             exp = client.get_experiment_by_name(experiment)
             if exp is None:
                 try:

@@ -210,7 +210,7 @@ def test_ctrl_c_leaves_nothing_running(tmp_path):
     uri = f"sqlite:///{db}"
     log = tmp_path / "sweep.log"
     cmd = [sys.executable, "-m", "harness.run", "-m", *BM25, "chunker.chunk_size=100,150,200", f"hydra.sweep.dir={tmp_path / 'sweep'}"]
-    env = {**os.environ, "MLFLOW_TRACKING_URI": uri}
+    env = {**os.environ, "MLFLOW_TRACKING_URI": uri, "PYTHONFAULTHANDLER": "1"}
     with open(log, "w") as out:
         proc = subprocess.Popen(cmd, cwd=PROJECT_ROOT, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
     try:
@@ -222,7 +222,13 @@ def test_ctrl_c_leaves_nothing_running(tmp_path):
                 pytest.fail("the first job never started")
             time.sleep(0.05)
         os.killpg(proc.pid, signal.SIGINT)  # what Ctrl-C in a terminal sends to the foreground group
-        proc.wait(timeout=120)
+        try:
+            proc.wait(timeout=120)
+        except subprocess.TimeoutExpired:
+            os.kill(proc.pid, signal.SIGABRT)  # PYTHONFAULTHANDLER: every thread's stack into the log
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                proc.wait(timeout=10)
+            pytest.fail(f"the sweep did not end within 120 s of Ctrl-C:\n{log.read_text()[-6000:]}")
     finally:
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
@@ -233,6 +239,47 @@ def test_ctrl_c_leaves_nothing_running(tmp_path):
     assert parents[0].info.status == "KILLED" and children[0].info.status == "KILLED"
     assert parents[0].data.tags["sweep.jobs_killed"] == "1"
     assert "RUNNING" not in _db_statuses(db)
+
+
+# ------------------------------------------------------------------ Ctrl-C in the middle of an MLflow write
+
+
+def test_ctrl_c_during_mlflow_writes_leaves_the_store_writable(tracking_uri):
+    """Ctrl-C arriving at random moments while runs are being logged: the interrupt still
+    arrives, and the same process can then close every run (before signals were held back
+    during MLflow calls, an interrupted transaction kept the SQLite write lock and the
+    closing write failed with "database is locked")."""
+    import random
+
+    from mlflow.entities import Metric
+
+    tracker = Tracker(tracking_uri, "interrupts")
+    client = tracker.client
+    rng = random.Random(7)
+    previous = signal.signal(signal.SIGALRM, lambda signum, frame: os.kill(os.getpid(), signal.SIGINT))
+    interrupted = 0
+    try:
+        for i in range(25):
+            run_id = client.create_run(tracker.experiment_id, run_name=f"r{i}").info.run_id
+            signal.setitimer(signal.ITIMER_REAL, rng.uniform(0.005, 0.15))
+            try:
+                for j in range(10_000):
+                    client.log_batch(run_id, metrics=[Metric(f"m{j % 50}", float(j), 0, j)])
+                    client.set_tag(run_id, f"t{j % 50}", str(j))
+            except KeyboardInterrupt:
+                interrupted += 1
+            finally:
+                signal.setitimer(signal.ITIMER_REAL, 0)
+            client.set_tag(run_id, "error", "KeyboardInterrupt")
+            client.set_terminated(run_id, status="KILLED")
+    finally:
+        signal.signal(signal.SIGALRM, previous)
+    assert interrupted == 25  # every Ctrl-C arrived (after the call it hit, not never)
+    runs = mlflow.MlflowClient(tracking_uri).search_runs([tracker.experiment_id], max_results=100)
+    assert len(runs) == 25
+    assert {r.info.status for r in runs} == {"KILLED"}
+    assert all(r.data.tags["error"] == "KeyboardInterrupt" for r in runs)
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # handlers restored
 
 
 # ------------------------------------------------------------------ a SIGKILLed sweep, closed by the next one
