@@ -172,13 +172,22 @@ def _best(fns: Sequence[Callable[[], object]], repeats: int, min_total: float = 
     call them in turn: at least ``repeats`` rounds, more (up to ``max_repeats``) until the
     calls add up to ``min_total`` seconds. Every function gets the same number of calls, in
     alternation, so all see the same background load; CPU time leaves out the time this
-    process waited for a core (the chunkers are single-threaded)."""
+    process waited for a core (the chunkers are single-threaded). As in :mod:`timeit`, the
+    cyclic garbage collector is run before each call and paused during it, so a collection
+    triggered by an earlier call's garbage is not billed to the next one."""
+    import gc
+
     best, spent, n = [float("inf")] * len(fns), 0.0, 0
     while n < repeats or (spent < min_total and n < max_repeats):
         for i, fn in enumerate(fns):
-            t0 = time.process_time()
-            fn()
-            elapsed = time.process_time() - t0
+            gc.collect()
+            gc.disable()
+            try:
+                t0 = time.process_time()
+                fn()
+                elapsed = time.process_time() - t0
+            finally:
+                gc.enable()
             best[i], spent = min(best[i], elapsed), spent + elapsed
         n += 1
     return best

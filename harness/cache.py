@@ -441,7 +441,62 @@ def _chunk_from_json(d: Mapping[str, Any]):
     )
 
 
-class ChunkCache:
+class JsonEntryStore:
+    """Content-addressed JSON files ``<directory>/<key[:2]>/<key>.json``: the shared file
+    layout, verified read and atomic write of :class:`ChunkCache` and :class:`ReplyCache`.
+
+    Every entry holds ``"format"`` (:data:`FORMAT_VERSION`) and ``"key"`` next to its payload.
+
+    Args:
+        directory: folder of the entry files (created on first write).
+    """
+
+    #: Words naming the entries in errors and warnings.
+    label = "cache"
+
+    def __init__(self, directory: str | os.PathLike) -> None:
+        self.directory = Path(directory)
+
+    def path(self, key: str) -> Path:
+        """File of the entry ``key`` (a sha256 hex string).
+
+        Raises:
+            ValueError: ``key`` is not a hex digest.
+        """
+        if len(key) < 3 or any(ch not in "0123456789abcdef" for ch in key):
+            raise ValueError(f"{self.label} key must be a hex digest, got {key!r}")
+        return self.directory / key[:2] / f"{key}.json"
+
+    def _read(self, key: str, decode):
+        """``decode(entry)`` for the stored entry of ``key``, or None on a miss.
+
+        A missing file is a silent miss. A file that does not parse, whose ``format`` or
+        ``key`` differs, or that ``decode`` rejects (``ValueError``, ``KeyError``,
+        ``TypeError``, ``AttributeError``) is a miss with a warning naming the file.
+        """
+        path = self.path(key)
+        try:
+            raw = path.read_text(encoding="utf-8")
+        except FileNotFoundError:
+            return None
+        try:
+            entry = json.loads(raw)
+            if entry.get("format") != FORMAT_VERSION or entry.get("key") != key:
+                raise ValueError(f"stored key {str(entry.get('key'))[:12]}… is not {key[:12]}…")
+            return decode(entry)
+        except (ValueError, KeyError, TypeError, AttributeError) as exc:
+            warnings.warn(f"ignoring unreadable {self.label} entry {path}: {exc}", stacklevel=3)
+            return None
+
+    def _write(self, key: str, payload: str) -> None:
+        atomic_write_text(self.path(key), payload)
+
+    def count(self) -> int:
+        """Number of stored entries."""
+        return sum(1 for _ in self.directory.glob("*/*.json")) if self.directory.is_dir() else 0
+
+
+class ChunkCache(JsonEntryStore):
     """Chunk sets as JSON files ``<directory>/<key[:2]>/<key>.json``.
 
     An entry is ``{"format", "key", "description", "chunks": [{doc_id, spans, text,
@@ -453,14 +508,7 @@ class ChunkCache:
         directory: folder of the chunk-set files (created on first write).
     """
 
-    def __init__(self, directory: str | os.PathLike) -> None:
-        self.directory = Path(directory)
-
-    def path(self, key: str) -> Path:
-        """File of the entry ``key`` (a sha256 hex string)."""
-        if len(key) < 3 or any(ch not in "0123456789abcdef" for ch in key):
-            raise ValueError(f"chunk cache key must be a hex digest, got {key!r}")
-        return self.directory / key[:2] / f"{key}.json"
+    label = "chunk-cache"
 
     def get(self, key: str) -> list | None:
         """The cached chunks of ``key`` in their original order, or None on a miss.
@@ -468,19 +516,7 @@ class ChunkCache:
         A file whose stored ``key`` or ``format`` differs, or that fails to parse or to
         rebuild valid :class:`~harness.types.Chunk` objects, is a miss (with a warning).
         """
-        path = self.path(key)
-        try:
-            raw = path.read_text(encoding="utf-8")
-        except FileNotFoundError:
-            return None
-        try:
-            entry = json.loads(raw)
-            if entry.get("format") != FORMAT_VERSION or entry.get("key") != key:
-                raise ValueError(f"stored key {str(entry.get('key'))[:12]}… is not {key[:12]}…")
-            return [_chunk_from_json(d) for d in entry["chunks"]]
-        except (ValueError, KeyError, TypeError, AttributeError) as exc:
-            warnings.warn(f"ignoring unreadable chunk-cache entry {path}: {exc}", stacklevel=2)
-            return None
+        return self._read(key, lambda entry: [_chunk_from_json(d) for d in entry["chunks"]])
 
     def put(self, key: str, chunks: Sequence[Any], description: Mapping[str, Any] | None = None) -> bool:
         """Store a chunk set atomically; returns False (and stores nothing) when it would not
@@ -496,12 +532,8 @@ class ChunkCache:
             return False
         if back != list(chunks):
             return False
-        atomic_write_text(self.path(key), payload)
+        self._write(key, payload)
         return True
-
-    def count(self) -> int:
-        """Number of stored chunk sets."""
-        return sum(1 for _ in self.directory.glob("*/*.json")) if self.directory.is_dir() else 0
 
 
 # -- LLM replies ----------------------------------------------------------------------------
@@ -523,31 +555,21 @@ def reply_key(request: Mapping[str, Any]) -> str:
     return sha256_hex(body)
 
 
-class ReplyCache:
+class ReplyCache(JsonEntryStore):
     """LLM reply texts as JSON files ``<directory>/<key[:2]>/<key>.json``.
 
     An entry is ``{"format", "key", "request", "reply", "reply_sha256"}``. Reads are
     verified: the stored ``key`` must equal the requested one, :func:`reply_key` of the
     stored ``request`` must reproduce it, and ``reply`` must be a string whose sha256 is
-    ``reply_sha256`` (so a renamed, edited, truncated or foreign file is a miss). Writes are atomic (:func:`atomic_write_text`), so a killed process leaves
-    the old entry, the new one, or none. Nothing is pickled.
+    ``reply_sha256`` (so a renamed, edited, truncated or foreign file is a miss). Writes are
+    atomic (:func:`atomic_write_text`), so a killed process leaves the old entry, the new
+    one, or none. Nothing is pickled.
 
     Args:
         directory: folder of the reply files (created on first write).
     """
 
-    def __init__(self, directory: str | os.PathLike) -> None:
-        self.directory = Path(directory)
-
-    def path(self, key: str) -> Path:
-        """File of the entry ``key`` (a sha256 hex string).
-
-        Raises:
-            ValueError: ``key`` is not a hex digest.
-        """
-        if len(key) < 3 or any(ch not in "0123456789abcdef" for ch in key):
-            raise ValueError(f"reply cache key must be a hex digest, got {key!r}")
-        return self.directory / key[:2] / f"{key}.json"
+    label = "LLM reply-cache"
 
     def get(self, request: Mapping[str, Any]) -> str | None:
         """The cached reply text for ``request``, or None on a miss.
@@ -555,15 +577,8 @@ class ReplyCache:
         An entry that does not parse or fails verification is a miss (with a warning).
         """
         key = reply_key(request)
-        path = self.path(key)
-        try:
-            raw = path.read_text(encoding="utf-8")
-        except FileNotFoundError:
-            return None
-        try:
-            entry = json.loads(raw)
-            if entry.get("format") != FORMAT_VERSION or entry.get("key") != key:
-                raise ValueError(f"stored key {str(entry.get('key'))[:12]}… is not {key[:12]}…")
+
+        def decode(entry: Mapping[str, Any]) -> str:
             if reply_key(entry["request"]) != key:
                 raise ValueError("stored request does not hash to its key")
             reply = entry["reply"]
@@ -572,9 +587,8 @@ class ReplyCache:
             if sha256_hex(reply) != entry["reply_sha256"]:
                 raise ValueError("stored reply does not match its sha256")
             return reply
-        except (ValueError, KeyError, TypeError, AttributeError) as exc:
-            warnings.warn(f"ignoring unreadable LLM reply-cache entry {path}: {exc}", stacklevel=2)
-            return None
+
+        return self._read(key, decode)
 
     def put(self, request: Mapping[str, Any], reply: str) -> str:
         """Store ``reply`` for ``request`` atomically; returns the key.
@@ -590,12 +604,8 @@ class ReplyCache:
             {"format": FORMAT_VERSION, "key": key, "request": dict(request), "reply": reply, "reply_sha256": sha256_hex(reply)},
             ensure_ascii=False,
         )
-        atomic_write_text(self.path(key), payload)
+        self._write(key, payload)
         return key
-
-    def count(self) -> int:
-        """Number of stored replies."""
-        return sum(1 for _ in self.directory.glob("*/*.json")) if self.directory.is_dir() else 0
 
 
 class Cache:
