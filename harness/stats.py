@@ -159,6 +159,25 @@ def sign_flip_p_value(differences: Iterable[float], n_resamples: int = 1000, see
     return float((1 + hits) / (1 + n_resamples))
 
 
+def _paired(baseline: Iterable[float], other: Iterable[float], other_name: str) -> tuple[np.ndarray, np.ndarray, np.ndarray, int, int, int]:
+    """Validated per-query values ``a`` (baseline) and ``b`` (``other_name``), their
+    differences ``d = b - a`` and the wins / ties / losses of ``b`` (ties within
+    :data:`_RTOL` relative).
+
+    Raises:
+        ValueError: different lengths, empty or non-finite inputs.
+    """
+    a = _as_values(baseline, "baseline")
+    b = _as_values(other, other_name)
+    if a.size != b.size:
+        raise ValueError(f"baseline and {other_name} must hold one value per query for the same queries, got {a.size} and {b.size} values")
+    d = b - a
+    tol = _RTOL * np.maximum(1.0, np.maximum(np.abs(a), np.abs(b)))
+    wins = int(np.count_nonzero(d > tol))
+    losses = int(np.count_nonzero(d < -tol))
+    return a, b, d, wins, int(a.size) - wins - losses, losses
+
+
 @dataclass(frozen=True)
 class PairedResult:
     """Paired comparison of a run B against a baseline A on the same n queries.
@@ -201,15 +220,8 @@ def paired_comparison(
         ValueError: different lengths, empty or non-finite inputs, bad ``n_resamples`` or
             ``confidence``.
     """
-    a = _as_values(baseline, "baseline")
-    b = _as_values(other, "other")
-    if a.size != b.size:
-        raise ValueError(f"baseline and other must hold one value per query for the same queries, got {a.size} and {b.size} values")
-    d = b - a
+    a, b, d, wins, ties, losses = _paired(baseline, other, "other")
     diff, low, high = bootstrap_ci(d, n_resamples, confidence, seed)
-    tol = _RTOL * np.maximum(1.0, np.maximum(np.abs(a), np.abs(b)))
-    wins = int(np.count_nonzero(d > tol))
-    losses = int(np.count_nonzero(d < -tol))
     return PairedResult(
         n=int(a.size),
         mean_a=float(a.mean()),
@@ -219,7 +231,7 @@ def paired_comparison(
         ci_high=high,
         p_value=sign_flip_p_value(d, n_resamples, seed),
         wins=wins,
-        ties=int(a.size) - wins - losses,
+        ties=ties,
         losses=losses,
     )
 
@@ -392,21 +404,14 @@ def non_inferiority(
         ValueError: different lengths, empty or non-finite inputs; ``margin`` < 0 or not
             finite; ``alpha`` outside (0, 0.5); ``n_resamples`` < 1.
     """
-    a = _as_values(baseline, "baseline")
-    b = _as_values(candidate, "candidate")
-    if a.size != b.size:
-        raise ValueError(f"baseline and candidate must hold one value per query for the same queries, got {a.size} and {b.size} values")
+    a, b, d, wins, ties, losses = _paired(baseline, candidate, "candidate")
     if isinstance(margin, bool) or not np.isfinite(float(margin)) or float(margin) < 0:
         raise ValueError(f"margin must be a finite number >= 0, got {margin!r}")
     if not 0.0 < float(alpha) < 0.5:
         raise ValueError(f"alpha must be in (0, 0.5) (a one-sided level), got {alpha!r}")
     margin, alpha = float(margin), float(alpha)
-    d = b - a
     diff, low, high = bootstrap_ci(d, n_resamples, 1.0 - 2.0 * alpha, seed)
     p = sign_flip_p_value_greater(d + margin, n_resamples, seed)
-    tol = _RTOL * np.maximum(1.0, np.maximum(np.abs(a), np.abs(b)))
-    wins = int(np.count_nonzero(d > tol))
-    losses = int(np.count_nonzero(d < -tol))
     return NonInferiorityResult(
         n=int(a.size),
         mean_baseline=float(a.mean()),
@@ -419,6 +424,6 @@ def non_inferiority(
         alpha=alpha,
         passed=bool(p <= alpha),
         wins=wins,
-        ties=int(a.size) - wins - losses,
+        ties=ties,
         losses=losses,
     )
