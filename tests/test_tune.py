@@ -129,5 +129,7 @@ def test_bench_quick_smoke_writes_json(tmp_path, kestrel):
     assert {"ours fixed chars", "langchain RecursiveCharacterTextSplitter chars", "langchain TokenTextSplitter cl100k_base"} <= names
     assert all(r["mb_per_s_1x"] > 0 and r["mb_per_s_10x"] > 0 for r in result["chunkers"])
     assert result["sweep"]["n_configs"] == len(result["sweep"]["cold_runs_s"])
+    for key in ("non_embedding_share_cold_runs", "non_embedding_share_sweep_jobs"):  # read back from the runs' logged phases
+        assert 0.0 < result["sweep"][key] <= 1.0
     assert {t["target"] for t in result["targets"]} >= {"warm_vs_cold", "non_embedding_share", "vs_langchain", "chunking_10x"}
     assert all(isinstance(t["pass"], bool) for t in result["targets"] if t["limit"] is not None)
