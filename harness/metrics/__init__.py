@@ -138,8 +138,15 @@ FAMILIES: dict[str, MetricFamily] = {f.pattern: f for f in _FAMILY_LIST}
 #: the first version of this module; :data:`FAMILIES` is the full registry.
 METRICS: dict[str, tuple[str, str]] = {f.name: (f.range, f.formula) for f in _FAMILY_LIST if f.param == "k"}
 
-_NAME = re.compile(r"^(?P<name>[a-z_]+)@(?P<k>\d+)$")
-_BUDGET = re.compile(r"^(?P<name>[a-z_]+)@(?P<b>\d+)tok$")
+_NAME = re.compile(r"^(?P<name>[a-z_]+)@(?P<k>[1-9][0-9]*)$")
+_BUDGET = re.compile(r"^(?P<name>[a-z_]+)@(?P<b>[1-9][0-9]*)tok$")
+
+
+def split_cutoff(name: str) -> tuple[str, int] | None:
+    """``("recall", 5)`` for ``"recall@5"``: a lowercase family name and a rank cut-off
+    ``k >= 1``; None for anything else (the family is not checked against a registry)."""
+    m = _NAME.match(name)
+    return (m["name"], int(m["k"])) if m else None
 
 
 @dataclass(frozen=True)
@@ -168,11 +175,11 @@ def parse_name(name: str) -> MetricName:
         ValueError: the name matches no registered family with its parameter kind, or a
             cut-off/budget is < 1. The message lists the registered patterns.
     """
-    m = _NAME.match(name)
-    if m and f"{m['name']}@k" in FAMILIES and int(m["k"]) >= 1:
-        return MetricName(FAMILIES[f"{m['name']}@k"], k=int(m["k"]))
+    cut = split_cutoff(name)
+    if cut and f"{cut[0]}@k" in FAMILIES:
+        return MetricName(FAMILIES[f"{cut[0]}@k"], k=cut[1])
     m = _BUDGET.match(name)
-    if m and f"{m['name']}@Btok" in FAMILIES and int(m["b"]) >= 1:
+    if m and f"{m['name']}@Btok" in FAMILIES:
         return MetricName(FAMILIES[f"{m['name']}@Btok"], budget=int(m["b"]))
     if name in FAMILIES and FAMILIES[name].param == "none":
         return MetricName(FAMILIES[name])
@@ -197,10 +204,10 @@ def parse_metric(name: str) -> tuple[str, int]:
     Raises:
         ValueError: not of the form ``<family>@<k>`` with a registered family and k >= 1.
     """
-    m = _NAME.match(name)
-    if not m or m["name"] not in METRICS or int(m["k"]) < 1:
+    cut = split_cutoff(name)
+    if cut is None or cut[0] not in METRICS:
         raise ValueError(f"unknown metric {name!r}; expected <family>@<k> with family in {sorted(METRICS)} and k >= 1")
-    return m["name"], int(m["k"])
+    return cut
 
 
 def metric_names(

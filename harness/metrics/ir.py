@@ -32,10 +32,10 @@ id (BEIR), whose evidence spans cover whole documents.
 from __future__ import annotations
 
 import bisect
-import re
 from typing import Iterable, Mapping, Sequence
 
 from harness.metrics import span as sp
+from harness.metrics import split_cutoff
 from harness.metrics.ranking import relevant_to
 from harness.types import Chunk, Qrels, Query, Run
 
@@ -45,7 +45,6 @@ CHUNK_IR = {"chunk_precision": "precision", "hit_rate": "hit_rate", "ndcg": "ndc
 DOC_IR = {"doc_recall": "recall", "doc_ndcg": "ndcg"}
 #: Names accepted by :func:`ir_per_query` (``<name>@<k>``) -> ir-measures measure name.
 IR_MEASURES = {"precision": "P", "recall": "R", "ndcg": "nDCG", "map": "AP", "mrr": "RR", "hit_rate": "Success"}
-_IR_NAME = re.compile(r"^(?P<name>[a-z_]+)@(?P<k>[1-9][0-9]*)$")
 
 
 class ChunkIndex:
@@ -129,10 +128,10 @@ def ir_per_query(qrels: Qrels, run: Run, metrics: Sequence[str]) -> dict[str, di
     """
     parsed: dict[str, tuple[str, int]] = {}
     for name in metrics:
-        m = _IR_NAME.match(name)
-        if not m or m["name"] not in IR_MEASURES:
+        cut = split_cutoff(name)
+        if cut is None or cut[0] not in IR_MEASURES:
             raise ValueError(f"unknown rank metric {name!r}; expected <name>@<k> with name in {sorted(IR_MEASURES)} and k >= 1")
-        parsed[name] = (m["name"], int(m["k"]))
+        parsed[name] = cut
     out = {qid: {m: 0.0 for m in metrics} for qid in qrels}
     judged = {qid: dict(rel) for qid, rel in qrels.items() if rel}
     ranked = {qid: dict(run[qid]) for qid in judged if run.get(qid)}
