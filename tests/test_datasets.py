@@ -105,6 +105,22 @@ def test_out_of_range_span_and_bad_json_are_reported(tmp_path):
         load_native(dst)
 
 
+def test_unicode_line_separator_inside_a_question_is_part_of_its_record(tmp_path):
+    """JSON Lines ends a record at \\n only: a raw U+2028 inside a JSON string (json.dumps with
+    ensure_ascii=False writes it as is) must not split the record."""
+    dst = _copy_kestrel(tmp_path)
+    q = dst / "questions.jsonl"
+    lines = q.read_text(encoding="utf-8").splitlines()
+    rec = json.loads(lines[0])
+    rec["query"] = rec["query"] + "\u2028(second line)"
+    lines[0] = json.dumps(rec, ensure_ascii=False)
+    assert "\u2028" in lines[0]
+    q.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    dataset = load_native(dst)
+    assert len(dataset.queries) == len(lines)
+    assert dataset.queries[0].text.endswith("\u2028(second line)")
+
+
 def test_chroma_mismatch_names_row(tmp_path, chroma):
     dst = tmp_path / "cg"
     shutil.copytree(CHROMA_PATH, dst)

@@ -27,10 +27,10 @@ or document absent from the files, and documents whose title and text are both e
 
 from __future__ import annotations
 
-import json
 import logging
 from pathlib import Path
 
+from harness.datasets.native import iter_jsonl_lines
 from harness.datasets.report import LoadReport
 from harness.datasets.validate import DatasetError, check_dataset
 from harness.types import Dataset, Document, Evidence, Query
@@ -52,22 +52,13 @@ def _read_jsonl(path: Path, required: tuple[str, ...]):
     """Yield ``(line_number, record)`` for each non-blank line; DatasetError names file:line:field."""
     if not path.is_file():
         raise DatasetError(f"BEIR: expected a file at {path}")
-    with open(path, encoding="utf-8", newline="") as fh:
-        for lineno, line in enumerate(fh, start=1):
-            if not line.strip():
-                continue
-            try:
-                rec = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise DatasetError(f"{path}:{lineno}: invalid JSON ({exc.msg})") from exc
-            if not isinstance(rec, dict):
-                raise DatasetError(f"{path}:{lineno}: expected a JSON object, got {type(rec).__name__}")
-            for key in required:
-                if key not in rec:
-                    raise DatasetError(f"{path}:{lineno}: missing field {key!r} (need {', '.join(required)})")
-                if not isinstance(rec[key], str):
-                    raise DatasetError(f"{path}:{lineno}: field {key!r} must be a string, got {type(rec[key]).__name__}")
-            yield lineno, rec
+    for lineno, rec in iter_jsonl_lines(path):
+        for key in required:
+            if key not in rec:
+                raise DatasetError(f"{path}:{lineno}: missing field {key!r} (need {', '.join(required)})")
+            if not isinstance(rec[key], str):
+                raise DatasetError(f"{path}:{lineno}: field {key!r} must be a string, got {type(rec[key]).__name__}")
+        yield lineno, rec
 
 
 def _read_qrels(path: Path) -> list[tuple[int, str, str, int]]:

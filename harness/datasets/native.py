@@ -35,25 +35,38 @@ def read_text(path: Path) -> str:
         return fh.read()
 
 
-def iter_jsonl(path: Path):
-    """Yield ``(where, record)`` for each non-blank line of a UTF-8 JSONL file.
+def iter_jsonl_lines(path: Path):
+    """Yield ``(line_number, record)`` for each non-blank line of a UTF-8 JSONL file, read as
+    a stream (large corpora are never held as one string).
 
-    ``where`` is ``"<path>:<line>"`` for error messages.
+    Lines end at ``\n`` only, as JSON Lines defines them: a U+2028 or other Unicode line
+    separator inside a JSON string stays part of its record.
 
     Raises:
         DatasetError: a line is not valid JSON or not a JSON object (file and line named).
     """
-    for lineno, line in enumerate(read_text(path).splitlines(), start=1):
-        if not line.strip():
-            continue
-        where = f"{path}:{lineno}"
-        try:
-            rec = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise DatasetError(f"{where}: invalid JSON ({exc.msg})") from exc
-        if not isinstance(rec, dict):
-            raise DatasetError(f"{where}: expected a JSON object, got {type(rec).__name__}")
-        yield where, rec
+    with open(path, encoding="utf-8", newline="") as fh:
+        for lineno, line in enumerate(fh, start=1):
+            if not line.strip():
+                continue
+            try:
+                rec = json.loads(line)
+            except json.JSONDecodeError as exc:
+                raise DatasetError(f"{path}:{lineno}: invalid JSON ({exc.msg})") from exc
+            if not isinstance(rec, dict):
+                raise DatasetError(f"{path}:{lineno}: expected a JSON object, got {type(rec).__name__}")
+            yield lineno, rec
+
+
+def iter_jsonl(path: Path):
+    """Yield ``(where, record)`` for each non-blank line of a UTF-8 JSONL file
+    (:func:`iter_jsonl_lines`); ``where`` is ``"<path>:<line>"`` for error messages.
+
+    Raises:
+        DatasetError: a line is not valid JSON or not a JSON object (file and line named).
+    """
+    for lineno, rec in iter_jsonl_lines(path):
+        yield f"{path}:{lineno}", rec
 
 
 def read_corpus_folder(corpus_dir: Path) -> list[Document]:
