@@ -50,6 +50,8 @@ is missed for several reasons is counted once, under the most structural one.
 
 from __future__ import annotations
 
+import bisect
+import re
 import statistics
 from collections import Counter
 from typing import Callable, Iterable, Mapping, Sequence
@@ -90,24 +92,29 @@ def content_spans(text: str, start: int, end: int) -> list[Span]:
 
     Example: ``content_spans(" ab  c\\n", 0, 7) == [(1, 3), (5, 6)]``.
     """
-    out: list[Span] = []
-    run = None
-    for i in range(start, end):
-        if text[i].isspace():
-            if run is not None:
-                out.append((run, i))
-                run = None
-        elif run is None:
-            run = i
-    if run is not None:
-        out.append((run, end))
-    return out
+    return [m.span() for m in _CONTENT.finditer(text, start, end)]
+
+
+#: A maximal run of non-whitespace characters (``\s`` on ``str`` patterns is ``str.isspace``).
+_CONTENT = re.compile(r"\S+")
+
+
+def _span_end(span: Span) -> int:
+    return span[1]
 
 
 def _covered(runs: list[Span], spans: list[Span]) -> bool:
-    """Whether every character of ``runs`` lies in ``spans`` (both sorted, disjoint)."""
-    need = sum(e - s for s, e in runs)
-    return sp.intersection_size({"": runs}, {"": spans}) == need
+    """Whether every character of ``runs`` lies in ``spans``.
+
+    ``spans`` must be normalised (:func:`harness.metrics.span.merge`: sorted, disjoint,
+    touching spans joined), so a covered run lies inside a single span: the first span
+    ending at or after the run's end, found by bisection, must start at or before it.
+    """
+    for s, e in runs:
+        j = bisect.bisect_left(spans, e, key=_span_end)
+        if j == len(spans) or spans[j][0] > s:
+            return False
+    return True
 
 
 def embedded_char_limit(text: str, max_seq_length: int, token_spans: TokenSpans | None = None) -> int:
@@ -191,9 +198,18 @@ class ChunkLookup:
         chunks: the indexed chunks (any documents).
         max_seq_length: embedding model limit in word pieces, or None (no truncation check).
         token_spans: word-piece offsets function (default :func:`model_token_spans`).
+        token_counts: optional ``chunk_id -> word pieces of its text, the 2 special tokens
+            included`` (``Encoder.count_tokens``, same tokenizer as ``token_spans``); a chunk
+            counted at most ``max_seq_length`` fits the window, so it is not tokenised again.
     """
 
-    def __init__(self, chunks: Iterable[Chunk], max_seq_length: int | None = None, token_spans: TokenSpans | None = None) -> None:
+    def __init__(
+        self,
+        chunks: Iterable[Chunk],
+        max_seq_length: int | None = None,
+        token_spans: TokenSpans | None = None,
+        token_counts: Mapping[str, int] | None = None,
+    ) -> None:
         self.by_doc: dict[str, list[Chunk]] = {}
         for c in chunks:
             self.by_doc.setdefault(c.doc_id, []).append(c)
@@ -201,12 +217,17 @@ class ChunkLookup:
         self.max_seq_length = max_seq_length
         self.token_spans = token_spans
         self._embedded: dict[str, list[Span]] = {}
+        self._token_counts = token_counts or {}
+        self._containing: dict[tuple[str, int, int], list[Chunk]] = {}
+        self._status: dict[tuple[str, int, int], str] = {}
 
     def embedded(self, chunk: Chunk) -> list[Span]:
         """:func:`embedded_spans` of ``chunk``, computed once per chunk id."""
         got = self._embedded.get(chunk.chunk_id)
         if got is None:
-            got = sp.merge(embedded_spans(chunk, self.max_seq_length, self.token_spans))
+            n = self._token_counts.get(chunk.chunk_id)
+            fits = n is not None and self.max_seq_length is not None and n <= self.max_seq_length
+            got = sp.merge(chunk.spans if fits else embedded_spans(chunk, self.max_seq_length, self.token_spans))
             self._embedded[chunk.chunk_id] = got
         return got
 
@@ -214,14 +235,27 @@ class ChunkLookup:
         """Indexed chunks of ``doc_id`` whose spans hold every character of ``runs``."""
         if not runs:
             return []
-        lo, hi = runs[0][0], runs[-1][1]
-        return [c for c in self.by_doc.get(doc_id, ()) if c.start <= lo and c.end >= hi and _covered(runs, sp.merge(c.spans))]
+        # runs are the content runs of the document between their outer ends, so the ends
+        # identify them: the answer is computed once per (document, first start, last end)
+        key = (doc_id, runs[0][0], runs[-1][1])
+        got = self._containing.get(key)
+        if got is None:
+            lo, hi = key[1], key[2]
+            got = [c for c in self.by_doc.get(doc_id, ()) if c.start <= lo and c.end >= hi and _covered(runs, sp.merge(c.spans))]
+            self._containing[key] = got
+        return got
 
     def status(self, doc_id: str, runs: list[Span]) -> str:
         """:data:`CONTAINED`, :data:`SPLIT` or :data:`UNCOVERED` for content ``runs`` of one span."""
-        if not _covered(runs, self.union.get(doc_id, [])):
-            return UNCOVERED
-        return CONTAINED if self.containing(doc_id, runs) else SPLIT
+        key = (doc_id, runs[0][0], runs[-1][1]) if runs else (doc_id, 0, 0)
+        got = self._status.get(key)
+        if got is None:
+            if not _covered(runs, self.union.get(doc_id, [])):
+                got = UNCOVERED
+            else:
+                got = CONTAINED if self.containing(doc_id, runs) else SPLIT
+            self._status[key] = got
+        return got
 
 
 def _runs(documents: Mapping[str, Document], doc_id: str, start: int, end: int, query_id: str) -> list[Span]:
@@ -318,17 +352,20 @@ def diagnose_queries(
     ks: Sequence[int],
     max_seq_length: int | None = None,
     token_spans: TokenSpans | None = None,
+    token_counts: Mapping[str, int] | None = None,
 ) -> dict[str, dict[int, str | None]]:
     """:func:`miss_reason` for every query at every ``k``, sharing one :class:`ChunkLookup`.
 
     Args:
         ranked: ``query_id -> ranked chunks``; a query absent from it retrieved nothing.
+        token_counts: model word pieces per chunk id, special tokens included (see
+            :class:`ChunkLookup`); saves re-tokenising chunks known to fit the window.
         (others as in :func:`miss_reason`)
 
     Returns:
         ``{query_id: {k: reason or None}}`` for every query, in input order.
     """
-    lookup = ChunkLookup(indexed_chunks, max_seq_length, token_spans)
+    lookup = ChunkLookup(indexed_chunks, max_seq_length, token_spans, token_counts)
     return {
         q.query_id: {k: first_reason(evidence_reasons(q, documents, lookup, ranked.get(q.query_id, ()), k)) for k in ks}
         for q in queries
@@ -386,8 +423,12 @@ def chunk_set_statistics(
     count_tokens: Callable[[Sequence[str]], list[int]] | None = None,
     max_seq_length: int | None = None,
     queries: Sequence[Query] = (),
+    token_counts: Sequence[int] | None = None,
 ) -> dict[str, float]:
     """Size, coverage, duplication and evidence-split statistics of a chunk set, before retrieval.
+
+    ``token_counts``, when given, are ``count_tokens`` of the chunk texts computed already
+    (one per chunk, in order); they are used instead of calling ``count_tokens`` again.
 
     Sizes: ``chars`` are source characters of a chunk (``Chunk.n_chars``, its spans);
     ``tokens`` are ``count_tokens(chunk.text)`` of the *embedded* text, which for the
@@ -432,8 +473,8 @@ def chunk_set_statistics(
     stats.update(_describe(chars, "chars"))
     stats["chars_median"] = stats["chars_p50"]
 
-    if count_tokens is not None:
-        toks = list(count_tokens([c.text for c in chunks]))
+    if count_tokens is not None or token_counts is not None:
+        toks = list(token_counts) if token_counts is not None else list(count_tokens([c.text for c in chunks]))
         if len(toks) != len(chunks):
             raise ValueError(f"count_tokens returned {len(toks)} counts for {len(chunks)} texts")
         stats.update(_describe(toks, "tokens"))

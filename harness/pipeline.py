@@ -47,6 +47,8 @@ class Evaluation:
         miss_reasons: ``{query_id: {k: reason or None}}`` (see :mod:`harness.diagnostics`).
         degenerate: True when every document fits in one chunk
             (:func:`harness.diagnostics.is_degenerate`).
+        chunk_tokens: embedding-model tokens of each chunk's embedded text (special tokens
+            included), aligned with ``chunks``; None without a ``chunk_token_counter``.
         cache: chunk-cache facts: ``chunks_cached`` (1.0 when the chunk set was read from
             the cache) and, on a miss, ``chunks_stored``; empty without a cache.
     """
@@ -60,6 +62,7 @@ class Evaluation:
     miss_reasons: dict[str, dict[int, str | None]] = field(default_factory=dict)
     degenerate: bool = False
     cache: dict[str, float] = field(default_factory=dict)
+    chunk_tokens: list[int] | None = None
 
     def table(
         self,
@@ -182,7 +185,9 @@ def evaluate(
         ks: cut-offs for every metric, each >= 1; retrieval fetches ``max(ks)``.
         relevance_fraction: ``f`` of the chunk relevance rule, in [0, 1].
         context_token_counter: counts tokens of one text for ``context_tokens@k``.
-        chunk_token_counter: counts embedding-model tokens of many texts, for chunk stats.
+        chunk_token_counter: counts embedding-model tokens of many texts, special tokens
+            included (``Encoder.count_tokens``), for chunk stats; the same tokenizer as
+            ``token_spans``, whose work it saves for chunks that fit ``max_seq_length``.
         max_seq_length: the embedding model's input limit, to report truncated chunks.
         progress: show progress bars.
         relevance: chunk relevance rule, one of
@@ -324,16 +329,18 @@ def evaluate(
     t0 = time.perf_counter()
     # truncation only matters when the retriever embeds the chunks (BM25 reads whole texts)
     window = max_seq_length if retriever.needs_encoder else None
-    reasons = dg.diagnose_queries(dataset.queries, documents, chunks, scored, ks, window, token_spans)
+    chunk_tokens = [int(t) for t in chunk_token_counter([c.text for c in chunks])] if chunk_token_counter is not None and chunks else None
+    known = {c.chunk_id: n for c, n in zip(chunks, chunk_tokens)} if chunk_tokens is not None else None
+    reasons = dg.diagnose_queries(dataset.queries, documents, chunks, scored, ks, window, token_spans, token_counts=known)
     for k in ks:  # no "@" in the column name: these are labels, not metrics to average
         per_query[f"miss_reason_at_{k}"] = [reasons[q.query_id][k] or "" for q in dataset.queries]
     means.update(dg.aggregate_reasons(reasons, ks))
-    stats = dg.chunk_set_statistics(dataset.documents, chunks, chunk_token_counter, max_seq_length, dataset.queries)
+    stats = dg.chunk_set_statistics(dataset.documents, chunks, chunk_token_counter, max_seq_length, dataset.queries, token_counts=chunk_tokens)
     stats["degenerate_chunking"] = float(degenerate)
     timings["diagnostics"] = time.perf_counter() - t0
     return Evaluation(
         metrics=means, per_query=per_query, chunks=chunks, run=run, timings=timings, chunk_stats=stats,
-        miss_reasons=reasons, degenerate=degenerate, cache=cache_stats,
+        miss_reasons=reasons, degenerate=degenerate, cache=cache_stats, chunk_tokens=chunk_tokens,
     )
 
 

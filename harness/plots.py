@@ -45,8 +45,11 @@ def histogram(values: Sequence[float], max_bins: int = MAX_BINS) -> dict:
 def _figure(n_axes: int, width: float = 6.4, height: float = 3.6, layout: str | None = None):
     """A figure with ``n_axes`` side-by-side axes on an Agg canvas. Fixed margins by default:
     matplotlib's automatic layouts double the drawing time."""
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
-    from matplotlib.figure import Figure
+    from harness.runtime import long_lived
+
+    with long_lived("matplotlib"):  # first figure of the process: matplotlib's modules stay
+        from matplotlib.backends.backend_agg import FigureCanvasAgg
+        from matplotlib.figure import Figure
 
     fig = Figure(figsize=(width * n_axes, height), dpi=100, layout=layout)
     FigureCanvasAgg(fig)

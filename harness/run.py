@@ -252,30 +252,31 @@ def execute(cfg: DictConfig) -> dict:
         )
         timings.update(ev.timings)
         t0 = time.perf_counter()
-        tracker.log_metrics(ev.metrics)
-        tracker.log_metrics(
-            {
-                "cache.embedded_texts": encoder.n_encoded,
-                "cache.embedding_hits": encoder.n_cache_hits,
-                "cache.chunks_cached": ev.cache.get("chunks_cached", 0.0),
-            }
-        )
-        tracker.log_metrics({f"chunks.{k}": v for k, v in ev.chunk_stats.items()})
+        groups: list[tuple[dict, int]] = [  # one MLflow batch for all of them
+            (ev.metrics, 0),
+            (
+                {
+                    "cache.embedded_texts": encoder.n_encoded,
+                    "cache.embedding_hits": encoder.n_cache_hits,
+                    "cache.chunks_cached": ev.cache.get("chunks_cached", 0.0),
+                },
+                0,
+            ),
+            ({f"chunks.{k}": v for k, v in ev.chunk_stats.items()}, 0),
+        ]
         if hasattr(chunker, "stats"):  # strategy counters, e.g. llm.calls / llm.rejected_replies
-            tracker.log_metrics(chunker.stats())
-        tracker.set_tags({"degenerate_chunking": str(ev.degenerate).lower()})
-        tracker.log_text(_json({str(k): v for k, v in reason_counts(ev.miss_reasons, ks).items()}), "miss_reasons.json")
+            groups.append((chunker.stats(), 0))
         if n_boot > 0:  # bootstrap confidence intervals of every mean metric, e.g. recall_at_5_ci_low
             from pandas.api.types import is_numeric_dtype
 
             from harness.stats import metric_cis
 
             means = [m for m in ev.metrics if m in ev.per_query.columns and is_numeric_dtype(ev.per_query[m])]
-            tracker.log_metrics(
-                metric_cis(ev.per_query, means, n_resamples=n_boot, confidence=float(cfg.stats.confidence), seed=int(cfg.stats.seed))
-            )
-        for k in ks:  # the recall@k curve: one series drawn against step=k
-            tracker.log_metrics({"recall_curve": ev.metrics[f"recall@{k}"]}, step=k)
+            groups.append((metric_cis(ev.per_query, means, n_resamples=n_boot, confidence=float(cfg.stats.confidence), seed=int(cfg.stats.seed)), 0))
+        groups += [({"recall_curve": ev.metrics[f"recall@{k}"]}, k) for k in ks]  # the recall@k curve: one series against step=k
+        tracker.log_metric_groups(groups)
+        tracker.set_tags({"degenerate_chunking": str(ev.degenerate).lower()})
+        tracker.log_text(_json({str(k): v for k, v in reason_counts(ev.miss_reasons, ks).items()}), "miss_reasons.json")
         tracker.log_dataframe_csv(ev.per_query, "per_query.csv")
         tracker.log_table(ev.per_query, "per_query.json")
         _log_figures(tracker, ev, ks, encoder, name)
@@ -363,7 +364,7 @@ def _log_figures(tracker, ev, ks, encoder, title: str) -> None:
     from harness.plots import chunk_size_figure, rank_curve_figure
 
     chars = [c.n_chars for c in ev.chunks]
-    tokens = encoder.count_tokens([c.text for c in ev.chunks]) if ev.chunks else []
+    tokens = ev.chunk_tokens if ev.chunk_tokens is not None else (encoder.count_tokens([c.text for c in ev.chunks]) if ev.chunks else [])
     with tempfile.TemporaryDirectory() as tmp:
         sizes = chunk_size_figure(chars, Path(tmp) / "chunk_sizes.png", tokens=tokens, max_seq_length=encoder.max_seq_length, title=title)
         rank_curve_figure(ev.metrics, ks, Path(tmp) / "recall_at_k.png", title=title)

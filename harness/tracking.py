@@ -42,7 +42,7 @@ import tempfile
 import threading
 import traceback
 from pathlib import Path
-from typing import Any, Iterator, Mapping
+from typing import Any, Iterable, Iterator, Mapping
 
 from harness.metrics import mlflow_key
 
@@ -246,24 +246,27 @@ class Tracker:
     """
 
     def __init__(self, tracking_uri: str, experiment: str, artifact_location: str | None = None) -> None:
-        import mlflow
+        from harness.runtime import long_lived
 
-        self.mlflow = mlflow
-        self.tracking_uri = tracking_uri
-        mlflow.set_tracking_uri(tracking_uri)
-        with store_lock(tracking_uri):  # first use migrates a SQLite DB: one process at a time
-            client = SignalSafeClient(mlflow.MlflowClient(tracking_uri))
-            exp = client.get_experiment_by_name(experiment)
-            if exp is None:
-                try:
-                    exp_id = client.create_experiment(experiment, artifact_location=artifact_location)
-                except Exception:  # noqa: BLE001 - another process (on a shared server) created it first
-                    exp = client.get_experiment_by_name(experiment)
-                    if exp is None:
-                        raise
+        with long_lived("mlflow"):  # MLflow's modules and the store's engine stay for the whole process
+            import mlflow
+
+            self.mlflow = mlflow
+            self.tracking_uri = tracking_uri
+            mlflow.set_tracking_uri(tracking_uri)
+            with store_lock(tracking_uri):  # first use migrates a SQLite DB: one process at a time
+                client = SignalSafeClient(mlflow.MlflowClient(tracking_uri))
+                exp = client.get_experiment_by_name(experiment)
+                if exp is None:
+                    try:
+                        exp_id = client.create_experiment(experiment, artifact_location=artifact_location)
+                    except Exception:  # noqa: BLE001 - another process (on a shared server) created it first
+                        exp = client.get_experiment_by_name(experiment)
+                        if exp is None:
+                            raise
+                        exp_id = exp.experiment_id
+                else:
                     exp_id = exp.experiment_id
-            else:
-                exp_id = exp.experiment_id
         self.client = client
         self.experiment_id = exp_id
         self.run_id: str | None = None
@@ -347,12 +350,18 @@ class Tracker:
 
     def log_metrics(self, metrics: Mapping[str, float], step: int = 0) -> None:
         """Log metrics under MLflow-safe keys (``recall@5`` -> ``recall_at_5``), 1000 per batch."""
+        self.log_metric_groups([(metrics, step)])
+
+    def log_metric_groups(self, groups: Iterable[tuple[Mapping[str, float], int]]) -> None:
+        """Log several ``(metrics, step)`` groups together: one MLflow ``log_batch`` call
+        (one database transaction) per 1000 values instead of one call per group. Keys as in
+        :meth:`log_metrics`."""
         import time
 
         from mlflow.entities import Metric
 
         now = int(time.time() * 1000)
-        items = [Metric(mlflow_key(k), float(v), now, step) for k, v in metrics.items()]
+        items = [Metric(mlflow_key(k), float(v), now, step) for metrics, step in groups for k, v in metrics.items()]
         for i in range(0, len(items), MAX_METRICS_PER_BATCH):
             self.client.log_batch(self.run_id, metrics=items[i : i + MAX_METRICS_PER_BATCH])
 

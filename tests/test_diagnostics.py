@@ -6,6 +6,8 @@ from __future__ import annotations
 import math
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from harness.chunkers.units import get_counter
 from harness.diagnostics import (
@@ -43,6 +45,28 @@ def test_content_spans():
     assert content_spans(" ab  c\n", 0, 7) == [(1, 3), (5, 6)]
     assert content_spans(" ab  c\n", 2, 5) == [(2, 3)]
     assert content_spans("   ", 0, 3) == []
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    text=st.text(alphabet=st.sampled_from(list("ab \t\n\r\x0b\x0c\x1c\x1f\x85\xa0\u1680\u2000\u2028\u3000\u200bé")), max_size=40),
+    data=st.data(),
+)
+def test_content_spans_are_the_runs_of_non_isspace_characters(text, data):
+    """Against a character-by-character scan with ``str.isspace`` (the module's definition),
+    over every whitespace kind Python knows and a zero-width space, which is not whitespace."""
+    start = data.draw(st.integers(0, len(text)))
+    end = data.draw(st.integers(start, len(text)))
+    expected, run = [], None
+    for i in range(start, end):
+        if not text[i].isspace() and run is None:
+            run = i
+        elif text[i].isspace() and run is not None:
+            expected.append((run, i))
+            run = None
+    if run is not None:
+        expected.append((run, end))
+    assert content_spans(text, start, end) == expected
 
 
 # ---------------------------------------------------------------- miss reasons
@@ -368,3 +392,21 @@ def test_is_degenerate_model_tokens(tok):
     docs = [C, Document("D", "the cat")]  # 6 and 2 word pieces
     assert is_degenerate(docs, ("tokens", "model", 6)) is True
     assert is_degenerate(docs, ("tokens", "model", 5)) is False
+
+
+@settings(max_examples=400, deadline=None)
+@given(
+    runs=st.lists(st.tuples(st.integers(0, 60), st.integers(1, 6)), max_size=6),
+    spans=st.lists(st.tuples(st.integers(0, 60), st.integers(0, 12)), max_size=8),
+)
+def test_covered_agrees_with_a_character_set(runs, spans):
+    """``_covered`` against sets of character positions, for normalised spans and any
+    sorted, disjoint runs."""
+    from harness.diagnostics import _covered
+    from harness.metrics.span import merge
+
+    run_list = merge((s, s + n) for s, n in runs)
+    span_list = merge((s, s + n) for s, n in spans)
+    chars = {i for s, e in span_list for i in range(s, e)}
+    expected = all(i in chars for s, e in run_list for i in range(s, e))
+    assert _covered(run_list, span_list) == expected

@@ -146,14 +146,17 @@ class Encoder:
         if self._model is None:
             os.environ.setdefault("HF_HUB_OFFLINE", "1")
             os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
-            import torch
-            from sentence_transformers import SentenceTransformer
+            from harness.runtime import long_lived
 
-            if self.device.startswith("cuda") and not torch.cuda.is_available():
-                raise ValueError(f"embedding.device={self.device!r} but this torch build has no CUDA device; use 'cpu'")
-            if self.device == "mps" and not torch.backends.mps.is_available():
-                raise ValueError("embedding.device='mps' but MPS is not available here; use 'cpu'")
-            self._model = SentenceTransformer(str(self.model_path), device=self.device)
+            with long_lived("torch"):  # torch, transformers and the weights stay for the whole process
+                import torch
+                from sentence_transformers import SentenceTransformer
+
+                if self.device.startswith("cuda") and not torch.cuda.is_available():
+                    raise ValueError(f"embedding.device={self.device!r} but this torch build has no CUDA device; use 'cpu'")
+                if self.device == "mps" and not torch.backends.mps.is_available():
+                    raise ValueError("embedding.device='mps' but MPS is not available here; use 'cpu'")
+                self._model = SentenceTransformer(str(self.model_path), device=self.device)
         return self._model
 
     @property
