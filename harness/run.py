@@ -492,4 +492,8 @@ def main(cfg: DictConfig) -> float:
 
 
 if __name__ == "__main__":
-    main()
+    try:
+        main()
+    except KeyboardInterrupt:  # the run, and a sweep's parent, are closed KILLED on the way out
+        print("interrupted (Ctrl-C): the current run is closed as KILLED", file=sys.stderr)
+        sys.exit(130)

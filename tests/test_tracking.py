@@ -233,9 +233,11 @@ def test_ctrl_c_leaves_nothing_running(tmp_path):
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
             proc.wait(timeout=60)
-    assert proc.returncode != 0
+    output = log.read_text()
+    assert proc.returncode == 130, output[-3000:]  # the shell convention for Ctrl-C
+    assert "interrupted (Ctrl-C)" in output and "Traceback" not in output, output[-3000:]
     client, parents, children = _all_runs(uri)
-    assert len(parents) == 1 and len(children) == 1, log.read_text()[-3000:]  # jobs 2 and 3 never started
+    assert len(parents) == 1 and len(children) == 1, output[-3000:]  # jobs 2 and 3 never started
     assert parents[0].info.status == "KILLED" and children[0].info.status == "KILLED"
     assert parents[0].data.tags["sweep.jobs_killed"] == "1"
     assert "RUNNING" not in _db_statuses(db)
