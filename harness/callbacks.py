@@ -299,7 +299,10 @@ class SweepRunCallback(Callback):
         self._restore_signal_handlers()
         if parent is None or tracker is None:
             return
-        counts = finish_sweep(tracker, parent, status, self._objective)
+        from harness.tracking import signals_deferred
+
+        with signals_deferred():  # a Ctrl-C inside the summary would leave the parent RUNNING
+            counts = finish_sweep(tracker, parent, status, self._objective)
         done = ", ".join(f"{n} {s.lower()}" for s, n in counts.items() if n)
         print(f"sweep parent run {parent}: {status} ({done or 'no jobs'})")
         sys.stdout.flush()

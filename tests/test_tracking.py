@@ -284,6 +284,34 @@ def test_ctrl_c_during_mlflow_writes_leaves_the_store_writable(tracking_uri):
     assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # handlers restored
 
 
+def test_ctrl_c_while_the_sweep_summary_is_written_still_closes_the_parent(tracking_uri, monkeypatch):
+    """Ctrl-C that lands after the last job, while the parent's summary is being written:
+    the summary finishes, the parent is closed, then the interrupt arrives (before, the
+    parent stayed RUNNING)."""
+    import harness.callbacks as callbacks
+
+    tracker = Tracker(tracking_uri, "kestrel_kb")
+    parent = tracker.start("sweep", {SWEEP_TAG: "parent"})
+    real = callbacks.finish_sweep
+    reached_end = []
+
+    def interrupted_summary(*args, **kwargs):
+        os.kill(os.getpid(), signal.SIGINT)  # Ctrl-C in the middle of the summary
+        time.sleep(0.05)  # Python runs signal handlers between bytecodes: here, unless held back
+        counts = real(*args, **kwargs)
+        reached_end.append(True)
+        return counts
+
+    monkeypatch.setattr(callbacks, "finish_sweep", interrupted_summary)
+    callback = callbacks.SweepRunCallback()
+    callback._tracker, callback._parent = tracker, parent
+    with pytest.raises(KeyboardInterrupt):
+        callback.on_multirun_end(OmegaConf.create({}))
+    assert reached_end == [True]
+    assert mlflow.MlflowClient(tracking_uri).get_run(parent).info.status == "FINISHED"
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+
+
 # ------------------------------------------------------------------ a SIGKILLed sweep, closed by the next one
 
 
