@@ -11,10 +11,11 @@ Measures, on one dataset (default ``chroma_general``, read from ``../shared/data
    benchmark; the tracking store exists already, as after a first use), then warm (the same
    configuration again in that process, as the next job of a sweep); a second fresh process
    reruns it from the command line (``rerun``). Reported: the ``time.*_s`` metrics each run
-   logs (load, chunk, [embed,] index, search, score, diagnostics, log, total; ``total``
-   runs from the start of :func:`harness.run.execute` and includes MLflow setup and
-   logging) plus ``process`` for the cold run and the rerun, the wall-clock seconds from
-   process start. Embedding happens inside ``index`` (model load + chunks) and ``search``
+   logs (load, chunk, [embed,] index, search, score, diagnostics, tracking_wait, log,
+   total; ``total`` runs from the start of :func:`harness.run.execute` and includes
+   logging and any wait for the tracking worker, which opens the run in a second process
+   meanwhile, see :mod:`harness.tracking_worker`) plus ``process`` for the cold run and the
+   rerun, the wall-clock seconds from process start. Embedding happens inside ``index`` (model load + chunks) and ``search``
    (queries) unless the run reports a separate ``embed`` phase.
 2. **Chunker throughput** in MB/s (UTF-8 bytes of the corpus / best-of-N CPU seconds) of
    our fixed, recursive and sentence chunkers and of LangChain's splitters on the same text
@@ -67,7 +68,7 @@ TOKEN_SETTINGS = (200, 40)
 #: Ratio limits from the issue.
 LIMITS = {"warm_vs_cold": 0.10, "non_embedding_share": 0.10, "semantic_sweep": 2.0, "vs_langchain": 1.0, "chunking_10x": 11.0}
 #: Timed phases in the order a run executes them.
-PHASES = ("load", "chunk", "embed", "index", "search", "score", "diagnostics", "log", "total", "process")
+PHASES = ("load", "chunk", "embed", "index", "search", "score", "diagnostics", "tracking_wait", "log", "total", "process")
 
 
 def dataset_overrides(dataset: str) -> list[str]:

@@ -29,6 +29,7 @@ Parallel and cluster sweeps use Hydra launchers::
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 import time
@@ -123,14 +124,18 @@ def check_metrics_config(
 def execute(cfg: DictConfig) -> dict:
     """Run one configured experiment and log it; returns ``{"run_id", "metrics", "evaluation", "objective"}``.
 
-    Order: look up the experiment; with ``resume`` true return the logged result of a
-    FINISHED run with this config hash (``"skipped": True``, see :func:`_skipped`; in a
-    sweep the parent run records the skip); close stale RUNNING runs of this hash; open the
-    MLflow run (a child of the sweep's parent run inside a multirun, see
-    :func:`harness.callbacks.parent_for_job`), validate and build the chunker and retriever
-    (cheap; bad parameters fail here, before any model or dataset is loaded), load and
-    verify the dataset, then chunk, embed, index, search, score and log. Any exception
-    marks the MLflow run FAILED with the error and is re-raised.
+    Order: send the tracking side of the job's start to this process's tracking worker
+    (:mod:`harness.tracking_worker`: look up the experiment; with ``resume`` true find a
+    FINISHED run with this config hash; close stale RUNNING runs of this hash; open the
+    MLflow run, a child of the sweep's parent run inside a multirun, see
+    :func:`harness.callbacks.parent_for_job`). While the worker does that on the other core,
+    validate and build the chunker and retriever (cheap; bad parameters fail here, before
+    any model or dataset is loaded), load and verify the dataset, chunk, and import and
+    load the embedding model. Nothing is embedded (and for runs without embeddings nothing
+    is chunked) before the worker has answered: a FINISHED run of the same configuration
+    makes the job a skip (``"skipped": True``, see :func:`_skipped`; in a sweep the parent
+    run records it). Then embed, index, search, score and log. Any exception marks the
+    MLflow run FAILED (KILLED for Ctrl-C / SIGTERM) with the error and is re-raised.
 
     Logged: params (flattened config), metrics (every metric at every k, ``recall_curve``
     with ``step=k``, CIs, ``chunks.*``, ``diagnostics.*``, ``time.*_s``), tags (config hash,
@@ -140,47 +145,54 @@ def execute(cfg: DictConfig) -> dict:
     ``results.txt``, ``chunk_sizes.png`` + ``chunk_sizes.json`` (histogram of characters
     and model tokens per chunk), ``recall_at_k.png`` (recall, precision, IoU against k)
     and ``chunks_sample.jsonl`` (:data:`SAMPLE_CHUNKS` chunks drawn with ``stats.seed``).
+    ``time.tracking_wait_s`` is how long the job waited for the worker's answer.
 
     Raises:
         ValueError: ``resume`` is not a boolean; any config error (see the builders).
+        harness.tracking_worker.TrackingWorkerError: the tracking store could not be opened
+            or written (e.g. an unreachable tracking server); the message is MLflow's.
     """
     from harness import build
+    from harness.callbacks import parent_for_job
     from harness.chunkers.units import HFTokenCounter, get_counter
     from harness.diagnostics import reason_counts
     from harness.pipeline import evaluate
-    from harness.callbacks import parent_for_job
-    from harness.tracking import JOB_TAG, PARENT_TAG, Tracker, artifact_root_for, flatten, resolve_tracking_uri
+    from harness.tracking import artifact_root_for, flatten, resolve_tracking_uri
+    from harness.tracking_worker import Opening, RunSkipped
 
     t_start = time.perf_counter()
+    wall_start = time.time()
     resolved = build.to_container(cfg)
     ks = list(cfg.metrics.ks)
     objective = str(cfg.metrics.objective)
 
     uri = resolve_tracking_uri(cfg.tracking.uri, build.PROJECT_ROOT)
     experiment = cfg.tracking.experiment or cfg.dataset.name
-    tracker = Tracker(uri, experiment, artifact_root_for(uri, build.PROJECT_ROOT))
     name = cfg.tracking.run_name or build.run_name(cfg)
-    chash = build.config_hash(cfg)
     resume = cfg.get("resume", True)
     if not isinstance(resume, bool):
         raise ValueError(f"resume must be true or false, got {resume!r}")
-    parent = _live_parent(tracker, parent_for_job(uri))
-    if resume:
-        done = tracker.finished_run(chash)
-        if done is not None:
-            if parent is not None:
-                tracker.note_skipped(parent[0], parent[1], done.info.run_id)
-            return _skipped(done, objective)
-    stale = tracker.mark_stale(chash)
-    if stale:
-        print(f"closed {len(stale)} stale RUNNING run(s) of this configuration as KILLED: {', '.join(stale)}")
-    tags = {"config_hash": chash}
-    if parent is not None:
-        tags.update({PARENT_TAG: parent[0], JOB_TAG: str(parent[1])})
-    tags.update({f"version.{k}": v for k, v in package_versions().items()})
-    with tracker.run(name, tags=tags):
+    # Everything the worker logs at the start is plain data made here.
+    opening = Opening(
+        cwd=os.getcwd(),
+        uri=uri,
+        experiment=experiment,
+        artifact_location=artifact_root_for(uri, build.PROJECT_ROOT),
+        name=name,
+        config_hash=build.config_hash(cfg),
+        resume=resume,
+        parent=parent_for_job(uri),
+        params=flatten({k: v for k, v in resolved.items() if k != "paths"}),
+        config_yaml=OmegaConf.to_yaml(cfg, resolve=True),
+        start_time=wall_start,
+        tags={f"version.{k}": v for k, v in package_versions().items()},
+    )
+    encoder = None
+    timings: dict[str, float] = {}
+    known_tags: dict[str, object] = {}  # tags known so far, set on a FAILED run too
+    try:
         # Fail fast on bad parameters, before any model or dataset is loaded; the error
-        # is still recorded on this (FAILED) run.
+        # is still recorded on this job's (FAILED) run.
         budgets = [int(b) for b in cfg.metrics.get("budgets", [])]
         check_metrics_config(
             ks,
@@ -205,14 +217,13 @@ def execute(cfg: DictConfig) -> dict:
         # contextual compression after retrieval (None when off); bad settings fail here
         compressor = compressor_from_config(build.to_container(cfg.compression) if "compression" in cfg else None, encoder)
         context_counter = get_counter("tokens", str(cfg.metrics.context_tokenizer))
-        tracker.set_tags({"chunker": chunker.name, "retriever": retriever.name})
-        tracker.log_params(flatten({k: v for k, v in resolved.items() if k != "paths"}))
-        tracker.log_text(OmegaConf.to_yaml(cfg, resolve=True), "config.yaml")
-        timings = {}
+        known_tags = {"chunker": chunker.name, "retriever": retriever.name}
+        # the first block the model embeds waits for the worker (a skip stops the job there)
+        encoder.checkpoint = opening.wait
         t0 = time.perf_counter()
         dataset = build.build_dataset(cfg)
         timings["load"] = time.perf_counter() - t0
-        tracker.set_tags(
+        known_tags.update(
             {
                 "dataset": dataset.name,
                 "dataset_fingerprint": dataset.fingerprint(),
@@ -221,11 +232,9 @@ def execute(cfg: DictConfig) -> dict:
                 "n_queries": len(dataset.queries),
             }
         )
-        report = getattr(dataset, "load_report", None)
-        if report is not None:  # folder datasets: files skipped by dataset.on_error=skip, excerpt location counts
-            tracker.log_metrics({"dataset.skipped_files": report.count("skipped_files")})
-            tracker.log_text(report.summary(50), "load_report.txt")
-        tracker.log_dataset(_queries_frame(dataset), name=dataset.name, digest=dataset.fingerprint(), source=dataset.source)
+        opening.check()
+        if not (retriever.needs_encoder or chunker.needs_encoder or compressor is not None):
+            opening.wait()  # nothing to overlap with: learn about a skip before any chunking
         model_tokens = HFTokenCounter(str(encoder.model_path / "tokenizer.json"))
         from harness.cache import Cache
 
@@ -250,8 +259,35 @@ def execute(cfg: DictConfig) -> dict:
             chunker_config=build.to_container(cfg.chunker),
             compressor=compressor,
         )
+        tracker = opening.result()
+    except RunSkipped as skip:
+        return _skipped(skip.finished, objective)
+    except BaseException as exc:
+        try:
+            tracker = opening.result()
+        except RunSkipped as skip:
+            if isinstance(exc, (KeyboardInterrupt, SystemExit)):
+                raise
+            return _skipped(skip.finished, objective)  # resume wins, as when the lookup came first
+        except BaseException:  # noqa: BLE001 - the store could not be opened either: the job's error stands
+            raise exc from None
+        if known_tags:
+            with contextlib.suppress(Exception):
+                tracker.set_tags(known_tags)
+        tracker.fail(exc)
+        raise
+    finally:
+        if encoder is not None:
+            encoder.checkpoint = None
+    with tracker.closing():
         timings.update(ev.timings)
+        timings["tracking_wait"] = opening.waited
         t0 = time.perf_counter()
+        tracker.set_tags({**known_tags, "degenerate_chunking": str(ev.degenerate).lower()})
+        report = getattr(dataset, "load_report", None)
+        if report is not None:  # folder datasets: files skipped by dataset.on_error=skip, excerpt location counts
+            tracker.log_text(report.summary(50), "load_report.txt")
+        tracker.log_dataset(_queries_frame(dataset), name=dataset.name, digest=dataset.fingerprint(), source=dataset.source)
         groups: list[tuple[dict, int]] = [  # one MLflow batch for all of them
             (ev.metrics, 0),
             (
@@ -264,6 +300,8 @@ def execute(cfg: DictConfig) -> dict:
             ),
             ({f"chunks.{k}": v for k, v in ev.chunk_stats.items()}, 0),
         ]
+        if report is not None:
+            groups.append(({"dataset.skipped_files": report.count("skipped_files")}, 0))
         if hasattr(chunker, "stats"):  # strategy counters, e.g. llm.calls / llm.rejected_replies
             groups.append((chunker.stats(), 0))
         if n_boot > 0:  # bootstrap confidence intervals of every mean metric, e.g. recall_at_5_ci_low
@@ -275,7 +313,6 @@ def execute(cfg: DictConfig) -> dict:
             groups.append((metric_cis(ev.per_query, means, n_resamples=n_boot, confidence=float(cfg.stats.confidence), seed=int(cfg.stats.seed)), 0))
         groups += [({"recall_curve": ev.metrics[f"recall@{k}"]}, k) for k in ks]  # the recall@k curve: one series against step=k
         tracker.log_metric_groups(groups)
-        tracker.set_tags({"degenerate_chunking": str(ev.degenerate).lower()})
         tracker.log_text(_json({str(k): v for k, v in reason_counts(ev.miss_reasons, ks).items()}), "miss_reasons.json")
         tracker.log_dataframe_csv(ev.per_query, "per_query.csv")
         tracker.log_table(ev.per_query, "per_query.json")
@@ -293,17 +330,6 @@ def execute(cfg: DictConfig) -> dict:
 
 #: Chunks stored per run in ``chunks_sample.jsonl``.
 SAMPLE_CHUNKS = 20
-
-
-def _live_parent(tracker, parent):
-    """``parent`` (``(run id, job)`` or None) when that run is RUNNING in the tracker's store, else None
-    (a sweep folder reused after its sweep ended must not adopt new runs)."""
-    if parent is None:
-        return None
-    try:
-        return parent if tracker.get_run(parent[0]).info.status == "RUNNING" else None
-    except Exception:  # noqa: BLE001 - a deleted or foreign parent: log the run on its own
-        return None
 
 
 def _queries_frame(dataset):
@@ -373,21 +399,27 @@ def _log_figures(tracker, ev, ks, encoder, title: str) -> None:
     tracker.log_text(_json(sizes), "chunk_sizes.json")
 
 
-def _skipped(run, objective: str) -> dict:
-    """Result of a job skipped because ``run`` (a FINISHED MLflow run) has its config hash.
+def _skipped(finished: dict, objective: str) -> dict:
+    """Result of a job skipped because a FINISHED MLflow run has its config hash.
 
-    ``metrics`` holds the run's logged metrics under their MLflow keys (``recall_at_5``);
-    ``evaluation`` is None.
+    Args:
+        finished: ``{"run_id": str, "metrics": {MLflow key: value}}`` of that run (see
+            :class:`harness.tracking_worker.RunSkipped`).
+        objective: ``metrics.objective`` (e.g. ``recall@5``).
+
+    Returns:
+        ``{"run_id", "metrics", "evaluation": None, "objective", "skipped": True}``, with
+        ``metrics`` the run's logged metrics under their MLflow keys (``recall_at_5``).
 
     Raises:
         ValueError: the finished run has no logged value for ``metrics.objective``.
     """
     from harness.metrics import mlflow_key
 
-    run_id = run.info.run_id
+    run_id = finished["run_id"]
     print(f"skip: finished as run {run_id}")
     sys.stdout.flush()
-    logged = dict(run.data.metrics)
+    logged = dict(finished["metrics"])
     key = mlflow_key(objective)
     if key not in logged:
         raise ValueError(f"metrics.objective={objective!r}: finished run {run_id} logged no {key!r}; rerun with resume=false")

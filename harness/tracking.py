@@ -75,6 +75,13 @@ SQLITE_LOCK_TIMEOUT_S = 300.0
 _HASH_RE = re.compile(r"^[0-9a-f]{1,64}$")
 
 
+def failure_record(exc: BaseException) -> tuple[str, str, str]:
+    """``(status, message, traceback text)`` recording ``exc`` on a run: status KILLED for
+    ``KeyboardInterrupt``/``SystemExit`` (Ctrl-C, SIGTERM in a sweep), else FAILED."""
+    status = "KILLED" if isinstance(exc, (KeyboardInterrupt, SystemExit)) else "FAILED"
+    return status, f"{type(exc).__name__}: {exc}", "".join(traceback.format_exception(exc))
+
+
 def package_versions(names) -> dict[str, str]:
     """Installed version of each distribution name (``"missing"`` when absent), for provenance."""
     from importlib import metadata
@@ -319,26 +326,37 @@ class Tracker:
 
     @contextlib.contextmanager
     def run(self, run_name: str, tags: Mapping[str, str] | None = None) -> Iterator["Tracker"]:
-        """Open a run; on an exception mark it FAILED (KILLED for Ctrl-C or ``SystemExit``, e.g.
-        SIGTERM during a sweep) with the error, then re-raise.
+        """Open a run (:meth:`start`) and close it when the block ends (:meth:`closing`)."""
+        self.start(run_name, tags)
+        with self.closing():
+            yield self
 
-        The error text is stored as the ``error`` tag (cut to MLflow's tag limit) and the
-        full traceback as the ``error.txt`` artifact.
-        """
-        run = self.client.create_run(self.experiment_id, run_name=run_name, tags=dict(tags or {}))
-        self.run_id = run.info.run_id
+    @contextlib.contextmanager
+    def closing(self) -> Iterator["Tracker"]:
+        """Close the current run when the block ends: FINISHED, or on an exception FAILED
+        (KILLED for Ctrl-C or ``SystemExit``, e.g. SIGTERM during a sweep) with the error
+        recorded by :meth:`fail`, then re-raise."""
         try:
             yield self
         except BaseException as exc:  # noqa: BLE001 - we re-raise after recording
-            status = "KILLED" if isinstance(exc, (KeyboardInterrupt, SystemExit)) else "FAILED"
-            with contextlib.suppress(Exception):
-                message = f"{type(exc).__name__}: {exc}"
-                self.client.set_tag(self.run_id, "error", message[:MAX_TAG_VALUE])
-                self.log_text("".join(traceback.format_exception(exc)), "error.txt")
-            self.client.set_terminated(self.run_id, status=status)
+            self.fail(exc)
             raise
         else:
             self.client.set_terminated(self.run_id, status="FINISHED")
+
+    def fail(self, exc: BaseException) -> None:
+        """Close the current run as KILLED (``KeyboardInterrupt``/``SystemExit``) or FAILED with
+        the error (see :meth:`record_failure`)."""
+        self.record_failure(*failure_record(exc))
+
+    def record_failure(self, status: str, message: str, traceback_text: str) -> None:
+        """Close the current run with ``status`` (FAILED or KILLED), the error ``message`` as the
+        ``error`` tag (cut to MLflow's tag limit) and ``traceback_text`` as the ``error.txt``
+        artifact (both best effort: the status is always set)."""
+        with contextlib.suppress(Exception):
+            self.client.set_tag(self.run_id, "error", message[:MAX_TAG_VALUE])
+            self.log_text(traceback_text, "error.txt")
+        self.end(status)
 
     def log_params(self, params: Mapping[str, Any]) -> None:
         """Log params (values cut to MLflow's length limit with a hash), 100 per batch."""
@@ -391,13 +409,24 @@ class Tracker:
 
     # ------------------------------------------------------------------ runs without a context manager
 
-    def start(self, run_name: str, tags: Mapping[str, str] | None = None) -> str:
+    def start(self, run_name: str, tags: Mapping[str, str] | None = None, start_time: float | None = None) -> str:
         """Open a run in this experiment and make it the tracker's current run; returns its id.
 
-        The caller closes it with :meth:`end` (used for a sweep's parent run, which spans
-        the Hydra callbacks ``on_multirun_start`` .. ``on_multirun_end``).
+        The caller closes it with :meth:`end` (a sweep's parent run, which spans the Hydra
+        callbacks ``on_multirun_start`` .. ``on_multirun_end``) or :meth:`closing`.
+
+        Args:
+            run_name: the run's name.
+            tags: tags set at creation (values cut to MLflow's tag limit).
+            start_time: the run's start as a Unix time in seconds (default: now), for a run
+                whose work began before its record was created.
         """
-        run = self.client.create_run(self.experiment_id, run_name=run_name, tags={k: str(v)[:MAX_TAG_VALUE] for k, v in (tags or {}).items()})
+        run = self.client.create_run(
+            self.experiment_id,
+            run_name=run_name,
+            tags={k: str(v)[:MAX_TAG_VALUE] for k, v in (tags or {}).items()},
+            start_time=None if start_time is None else int(start_time * 1000),
+        )
         self.run_id = run.info.run_id
         return self.run_id
 
@@ -549,3 +578,4 @@ def _process_is_dead(host: str | None, pid: str | None, start: str | None) -> bo
         return False  # no /proc (not Linux): a live pid is all we can tell
     now = process_start(int(pid))
     return now is None or (bool(start) and now != start)
+

@@ -119,10 +119,13 @@ def test_all_runs_adds_failed_and_parent_runs_with_status(store, capsys):
     assert len(table) == 5
     assert table["run_id"].iloc[0] == store["parent"]  # its recall_at_5 of 0.999 sorts first
     assert table["run_id"].iloc[-1] == store["failed"]  # no recall: last
-    # sorted by a table column; runs without chunker params (failed early, sweep parent) last
+    # sorted by a table column; the run that failed on a config error still logged its
+    # params (chunk_size 200), the sweep parent has none: last
     assert compare.main(["--tracking-uri", store["uri"], "--experiment", "kestrel_kb", "--format", "csv", "--all-runs", "--sort", "size", "--ascending"]) == 0
     by_size = pd.read_csv(io.StringIO(capsys.readouterr().out), dtype={"run_id": str})
-    assert by_size["size"].tolist()[:3] == [100, 150, 200] and by_size["size"].iloc[3:].isna().all()
+    assert by_size["size"].tolist()[:4] == [100, 150, 200, 200] and by_size["size"].iloc[4:].isna().all()
+    assert by_size["run_id"].iloc[-1] == store["parent"]
+    assert store["failed"] in set(by_size["run_id"].iloc[2:4])
 
 
 @pytest.mark.slow

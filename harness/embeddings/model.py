@@ -18,7 +18,7 @@ import json
 import os
 import re
 from pathlib import Path
-from typing import Sequence
+from typing import Callable, Sequence
 
 import numpy as np
 
@@ -69,6 +69,13 @@ class Encoder:
     Counters: :attr:`n_encoded` texts embedded by the model, :attr:`n_cache_hits` texts
     read from the disk cache (texts served from memory count in neither).
 
+    :attr:`checkpoint` (None or a callable without arguments, set by the caller) is called
+    in every :meth:`encode` call once the caches have been read: before each block the
+    model embeds (after the model is loaded) or once when nothing is left to embed. A run
+    uses it to wait for its tracking store's answer before the first text is embedded
+    (:func:`harness.run.execute`): an exception it raises ends the call before the next
+    block, keeping the blocks already stored.
+
     Args:
         model: model name or local folder (see :func:`resolve_model_path`).
         batch_size: texts per forward pass, >= 1.
@@ -104,6 +111,7 @@ class Encoder:
         self.device = device
         self.show_progress = show_progress
         self._model = None
+        self.checkpoint: Callable[[], None] | None = None
         self._cache: dict[str, np.ndarray] = {}
         self.n_encoded = 0
         self.n_cache_hits = 0
@@ -217,6 +225,8 @@ class Encoder:
             self.n_cache_hits += len(hits)
         if todo:
             self._embed(todo, desc)
+        elif self.checkpoint is not None:
+            self.checkpoint()
         if not keys:
             return np.zeros((0, self.declared_dim or self.dim), dtype=np.float32)
         return np.stack([self._cache[k] for k in keys])
@@ -228,10 +238,13 @@ class Encoder:
         items = sorted(todo.items(), key=lambda kv: len(kv[1]), reverse=True)  # similar lengths pad less
         block = 4 * self.batch_size
         show = self.show_progress and len(items) > self.batch_size
+        model = self.model  # loaded before the first checkpoint
         with tqdm(total=len(items), desc=desc, unit="text", disable=not show) as bar:
             for i in range(0, len(items), block):
+                if self.checkpoint is not None:
+                    self.checkpoint()
                 part = items[i : i + block]
-                vecs = self.model.encode(
+                vecs = model.encode(
                     [t for _, t in part],
                     batch_size=self.batch_size,
                     normalize_embeddings=self.normalize,
