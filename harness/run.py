@@ -320,6 +320,7 @@ def execute(cfg: DictConfig) -> dict:
         tracker.log_text(chunk_sample(ev.chunks, SAMPLE_CHUNKS, int(cfg.stats.seed)), "chunks_sample.jsonl")
         tracker.log_text(_json(ev.chunk_stats), "chunk_stats.json")
         tracker.log_text(_results_text(ev), "results.txt")
+        tracker.flush()  # the worker has written everything above: the log phase includes its writes
         timings["log"] = time.perf_counter() - t0
         timings["total"] = time.perf_counter() - t_start
         tracker.log_metrics({f"time.{k}_s": v for k, v in timings.items()})
@@ -383,20 +384,12 @@ def chunk_sample(chunks, n: int = SAMPLE_CHUNKS, seed: int = 0) -> str:
 
 
 def _log_figures(tracker, ev, ks, encoder, title: str) -> None:
-    """Log ``chunk_sizes.png`` + ``chunk_sizes.json`` and ``recall_at_k.png`` (see :mod:`harness.plots`)."""
-    import tempfile
-    from pathlib import Path
-
-    from harness.plots import chunk_size_figure, rank_curve_figure
-
+    """Log ``chunk_sizes.png`` + ``chunk_sizes.json`` and ``recall_at_k.png`` (drawn by the
+    tracker, see :meth:`harness.tracking.Tracker.log_run_figures`)."""
     chars = [c.n_chars for c in ev.chunks]
     tokens = ev.chunk_tokens if ev.chunk_tokens is not None else (encoder.count_tokens([c.text for c in ev.chunks]) if ev.chunks else [])
-    with tempfile.TemporaryDirectory() as tmp:
-        sizes = chunk_size_figure(chars, Path(tmp) / "chunk_sizes.png", tokens=tokens, max_seq_length=encoder.max_seq_length, title=title)
-        rank_curve_figure(ev.metrics, ks, Path(tmp) / "recall_at_k.png", title=title)
-        tracker.log_file(Path(tmp) / "chunk_sizes.png")
-        tracker.log_file(Path(tmp) / "recall_at_k.png")
-    tracker.log_text(_json(sizes), "chunk_sizes.json")
+    metrics = {k: float(v) for k, v in ev.metrics.items() if isinstance(v, (int, float))}
+    tracker.log_run_figures(chars, [int(t) for t in tokens], encoder.max_seq_length, metrics, list(ks), title)
 
 
 def _skipped(finished: dict, objective: str) -> dict:

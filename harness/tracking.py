@@ -344,6 +344,10 @@ class Tracker:
         else:
             self.client.set_terminated(self.run_id, status="FINISHED")
 
+    def flush(self) -> None:
+        """Nothing to wait for: this tracker's calls return once MLflow has stored them (the
+        tracking worker's :class:`~harness.tracking_worker.WorkerTracker` sends without waiting)."""
+
     def fail(self, exc: BaseException) -> None:
         """Close the current run as KILLED (``KeyboardInterrupt``/``SystemExit``) or FAILED with
         the error (see :meth:`record_failure`)."""
@@ -398,6 +402,22 @@ class Tracker:
     def log_file(self, path: str | Path, artifact_path: str | None = None) -> None:
         """Store a local file as an artifact."""
         self.client.log_artifact(self.run_id, str(path), artifact_path)
+
+    def log_run_figures(self, chars: list[int], tokens: list[int], max_seq_length: int | None, metrics: Mapping[str, float], ks: list[int], title: str) -> None:
+        """Draw and store a run's figures: ``chunk_sizes.png`` + ``chunk_sizes.json``
+        (histograms of ``chars`` and model ``tokens`` per chunk, the model window
+        ``max_seq_length`` marked) and ``recall_at_k.png`` (``metrics`` such as
+        ``recall@5`` against ``ks``); see :mod:`harness.plots`. A method of the tracker so
+        that the tracking worker draws them (matplotlib is imported there, off the job's
+        critical path)."""
+        from harness.plots import chunk_size_figure, rank_curve_figure
+
+        with tempfile.TemporaryDirectory() as tmp:
+            sizes = chunk_size_figure(chars, Path(tmp) / "chunk_sizes.png", tokens=tokens, max_seq_length=max_seq_length, title=title)
+            rank_curve_figure(dict(metrics), ks, Path(tmp) / "recall_at_k.png", title=title)
+            self.log_file(Path(tmp) / "chunk_sizes.png")
+            self.log_file(Path(tmp) / "recall_at_k.png")
+        self.log_text(json.dumps(sizes, indent=2, sort_keys=True, default=float), "chunk_sizes.json")
 
     def log_dataframe_csv(self, df, artifact_file: str) -> None:
         """Store a pandas DataFrame as a CSV artifact."""

@@ -41,7 +41,7 @@ from typing import Any, Iterator, Mapping
 
 #: Tracker methods a job may call through the worker.
 CALLS = frozenset(
-    {"set_tags", "log_params", "log_metrics", "log_metric_groups", "log_text", "log_file", "log_dataframe_csv", "log_table", "log_dataset"}
+    {"set_tags", "log_params", "log_metrics", "log_metric_groups", "log_text", "log_file", "log_dataframe_csv", "log_table", "log_dataset", "log_run_figures"}
 )
 #: Seconds the job's process waits at exit for the worker to finish its last writes.
 EXIT_WAIT_S = 60.0
@@ -138,9 +138,34 @@ class TrackingWorker:
         return value
 
     def call(self, op: str, **kwargs: Any) -> Any:
-        """:meth:`send` then :meth:`receive`."""
+        """:meth:`send`, then read every pending reply (:meth:`drain`) and return the last one's
+        value.
+
+        Raises:
+            TrackingWorkerError: the first error among those replies.
+        """
         self.send(op, **kwargs)
-        return self.receive()
+        replies = self.drain()
+        errors = [value for ok, value in replies if not ok]
+        if errors:
+            raise errors[0]
+        return replies[-1][1]
+
+    def drain(self) -> list[tuple[bool, Any]]:
+        """Read every pending reply, in order: ``(True, value)`` or ``(False, TrackingWorkerError)``.
+
+        Raises:
+            TrackingWorkerError: the worker exited with replies pending.
+        """
+        out = []
+        while self.pending > 0:
+            try:
+                out.append((True, self.receive()))
+            except TrackingWorkerError as exc:
+                if not self.alive and self.pending > 0:
+                    raise
+                out.append((False, exc))
+        return out
 
     def close(self, timeout: float = EXIT_WAIT_S) -> None:
         """Close the connection and wait up to ``timeout`` seconds for the worker to finish
@@ -183,6 +208,10 @@ class WorkerTracker:
     """A job's open run in the tracking worker, with :class:`~harness.tracking.Tracker`'s
     logging methods (:data:`CALLS`; same arguments, same effects).
 
+    Logging calls are sent without waiting for their replies (the job goes on while the
+    worker writes); :meth:`flush` reads them all, and :meth:`closing` flushes before it
+    closes the run, so an error in any logging call still fails the run.
+
     Attributes:
         run_id: the MLflow run id.
     """
@@ -195,28 +224,41 @@ class WorkerTracker:
         if name not in CALLS:
             raise AttributeError(name)
 
-        def call(*args: Any, **kwargs: Any) -> Any:
-            return self._worker.call("call", method=name, args=args, kwargs=kwargs)
+        def call(*args: Any, **kwargs: Any) -> None:
+            self._worker.send("call", method=name, args=args, kwargs=kwargs)
 
         return call
 
+    def flush(self) -> None:
+        """Wait until the worker has done every logging call sent so far.
+
+        Raises:
+            TrackingWorkerError: the first of those calls that failed in the worker.
+        """
+        errors = [value for ok, value in self._worker.drain() if not ok]
+        if errors:
+            raise errors[0]
+
     def fail(self, exc: BaseException) -> None:
-        """Close the run as KILLED (``KeyboardInterrupt``/``SystemExit``) or FAILED with the error."""
+        """Close the run as KILLED (``KeyboardInterrupt``/``SystemExit``) or FAILED with the
+        error; replies of logging calls still pending are read and dropped first."""
         from harness.tracking import failure_record
 
+        self._worker.drain()
         status, message, text = failure_record(exc)
         self._worker.call("fail", status=status, message=message, traceback_text=text)
 
     @contextlib.contextmanager
     def closing(self) -> Iterator["WorkerTracker"]:
-        """As :meth:`harness.tracking.Tracker.closing`: FINISHED, or FAILED/KILLED with the error."""
+        """As :meth:`harness.tracking.Tracker.closing`: FINISHED once every logging call has
+        succeeded (:meth:`flush`), or FAILED/KILLED with the error."""
         try:
             yield self
+            self.flush()
         except BaseException as exc:  # noqa: BLE001 - re-raised after recording
             self.fail(exc)
             raise
-        else:
-            self._worker.call("end", status="FINISHED")
+        self._worker.call("end", status="FINISHED")
 
 
 class Opening:
@@ -382,6 +424,12 @@ def serve(fd: int) -> int:
             conn.send(reply)
         except (OSError, EOFError):
             break
+        if op == "open" and not state.get("preloaded"):
+            state["preloaded"] = True  # the job now embeds for a while: import what its figures need
+            with contextlib.suppress(Exception):
+                from harness.plots import preload
+
+                preload()
     if state["open"] is not None:  # the job's process ended (or was killed) with its run open
         with contextlib.suppress(Exception):
             state["open"].record_failure("KILLED", "the job's process ended without closing its run", "")

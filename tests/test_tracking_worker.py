@@ -165,3 +165,26 @@ def _state(pid: int) -> str:
     except OSError:
         return ""
     return ""
+
+
+def test_an_error_in_a_pipelined_logging_call_still_fails_the_run(tracking_uri, tmp_path):
+    """Logging calls are sent without waiting; the error of one comes back when the run
+    closes, and the run is FAILED with it (the calls after it were still carried out)."""
+    from harness.tracking_worker import Opening, TrackingWorkerError
+
+    opening = Opening(
+        cwd=str(tmp_path), uri=tracking_uri, experiment="pipelined", artifact_location=str(tmp_path / "artifacts"), name="n",
+        config_hash="ab12", resume=False, parent=None, params={"a": 1}, config_yaml="a: 1\n", start_time=time.time(), tags={},
+    )
+    tracker = opening.result()
+    missing = tmp_path / "missing.png"
+    with pytest.raises(TrackingWorkerError, match="missing.png"):
+        with tracker.closing():
+            tracker.log_file(missing)
+            tracker.log_text("written after the failed call", "after.txt")
+    client = mlflow.MlflowClient(tracking_uri)
+    run = client.get_run(tracker.run_id)
+    assert run.info.status == "FAILED"
+    assert "missing.png" in run.data.tags["error"]
+    assert run.data.params == {"a": "1"}
+    assert {f.path for f in client.list_artifacts(run.info.run_id)} >= {"after.txt", "config.yaml", "error.txt"}
