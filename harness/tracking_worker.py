@@ -241,12 +241,17 @@ class WorkerTracker:
 
     def fail(self, exc: BaseException) -> None:
         """Close the run as KILLED (``KeyboardInterrupt``/``SystemExit``) or FAILED with the
-        error; replies of logging calls still pending are read and dropped first."""
+        error; replies of logging calls still pending are read and dropped first. Best
+        effort: when the worker cannot record it (it died), a line on stderr says so and
+        the run is left RUNNING, to be closed as stale by the next job of its configuration."""
         from harness.tracking import failure_record
 
-        self._worker.drain()
         status, message, text = failure_record(exc)
-        self._worker.call("fail", status=status, message=message, traceback_text=text)
+        try:
+            self._worker.drain()
+            self._worker.call("fail", status=status, message=message, traceback_text=text)
+        except TrackingWorkerError as err:  # the job's own error is the one to raise
+            print(f"could not record {status} on run {self.run_id}: {err}", file=sys.stderr)
 
     @contextlib.contextmanager
     def closing(self) -> Iterator["WorkerTracker"]:

@@ -154,6 +154,62 @@ def test_layout_count_equals_the_tokenizer_count_of_any_span(tokenizer, kestrel)
     assert checked == 40 * len(texts)
 
 
+def test_layout_count_window_equals_the_tokenizer_count_of_any_window():
+    """Layout.count_window (token indices read off the window's atoms; cl100k_base) must equal
+    tokenising the span, also where tokens start inside a code point (emoji, CJK)."""
+    rng = random.Random(5)
+    counter = get_counter("tokens", "cl100k_base")
+    pieces = TRICKY + ["🚀🚀", "日本", "𝔘𝔫𝔦", "é", " "]
+    checked = merged = 0
+    for _ in range(300):
+        text = "".join(rng.choice(pieces) for _ in range(rng.randint(1, 80)))
+        layout = counter.layout(text)
+        merged += bool(counter._token_char_starts(text)[1])
+        n = len(layout.starts)
+        for _ in range(30):
+            i = rng.randrange(n)
+            j = rng.randint(i + 1, min(n, i + 60))
+            a, b = int(layout.starts[i]), int(layout.ends[j - 1])
+            s = rng.randint(a, b)
+            e = rng.randint(s, b)
+            assert layout.count_window(i, j, s, e) == counter.count(text[s:e]), (text[s:e], i, j)
+            checked += 1
+    assert checked == 300 * 30 and merged > 50
+
+
+_ws_text_st = st.lists(
+    st.one_of(
+        st.sampled_from([" ", "  ", "   ", "\t", "\n", "\n\n", "\r\n", " \n ", "\u00a0", "\u3000", "\x0b", "\u2028"]),
+        st.sampled_from(["word", "Kestrel", "don't", "x" * 30, "3.14", "(a)", "e.g.", "naïve", "日本語", "🚀", "a\u0301", "ſ", "—"]),
+        st.text(st.characters(exclude_categories=("Cs",)), min_size=1, max_size=6),
+    ),
+    min_size=1,
+    max_size=60,
+).map("".join)
+
+
+@settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(text=_ws_text_st, size=st.integers(4, 80), overlap_frac=st.floats(0, 0.9))
+def test_property_cl100k_windows_retokenise_within_the_limit(text, size, overlap_frac):
+    """Fixed cl100k_base token windows on text with repeated and odd whitespace and
+    non-ASCII: exact spans, stripped, sorted, no non-space character lost, and each chunk's
+    own text re-tokenises (encode_ordinary) to at most chunk_size tokens. Sizes start at 4:
+    an atom never splits a code point, and one code point can be up to 4 byte tokens."""
+    from harness.types import make_chunk_id
+
+    overlap = min(size - 1, int(size * overlap_frac))
+    doc = Document("p", text)
+    chunks = FixedChunker(chunk_size=size, chunk_overlap=overlap, unit="tokens", tokenizer="cl100k_base").chunk(doc)
+    check_invariants(doc, chunks, "tokens", "cl100k_base", limit=size)
+    enc = get_counter("tokens", "cl100k_base")._enc
+    for c in chunks:
+        assert len(enc.encode_ordinary(c.text)) <= size
+        assert c.chunk_id == make_chunk_id(doc.doc_id, c.spans) and c.parent_id is None
+        assert c.metadata == {"unit": "tokens", "n_chars": c.end - c.start}
+    assert not uncovered_non_space(doc, chunks)
+    assert [c.start for c in chunks] == sorted(c.start for c in chunks)
+
+
 def test_layout_count_without_known_hard_boundaries_tokenises_the_span(tmp_path):
     """A tokenizer whose pre-tokenisation is not the one the hard-boundary rules were derived
     for is measured whole (still exact): a BERT tokenizer.json with another pre-tokenizer,

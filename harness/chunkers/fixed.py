@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from harness.chunkers.base import Chunker, check_overlap, check_size
 from harness.chunkers.units import check_unit, get_counter, window_atoms
-from harness.types import Chunk, Document, make_chunk_id
+from harness.types import Chunk, Document
 
 
 class FixedChunker(Chunker):
@@ -65,9 +65,11 @@ class FixedChunker(Chunker):
         else:
             spans = window_atoms(doc.text, 0, len(doc.text), get_counter(self.unit, self.tokenizer), self.chunk_size, self.chunk_overlap)
         # Chunk(...) directly with exactly the fields Chunk.from_spans would set (spans are in
-        # range by construction): chunk construction is a visible share of the chunking time.
+        # range by construction), the id make_chunk_id gives one span written inline, and the
+        # fields passed by position (doc_id, spans, text, chunk_id, metadata; keywords cost
+        # ~20% more): chunk construction is a visible share of the chunking time.
         text, doc_id, unit = doc.text, doc.doc_id, self.unit
         return [
-            Chunk(doc_id=doc_id, spans=((s, e),), text=text[s:e], chunk_id=make_chunk_id(doc_id, ((s, e),)), metadata={"unit": unit, "n_chars": e - s})
+            Chunk(doc_id, ((s, e),), text[s:e], f"{doc_id}#{s}-{e}", {"unit": unit, "n_chars": e - s})
             for s, e in spans
         ]
