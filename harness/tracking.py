@@ -1,5 +1,9 @@
 """MLflow tracking: the one module that talks to MLflow.
 
+A job of :func:`harness.run.execute` calls it through its tracking worker, a second
+process (:mod:`harness.tracking_worker`); sweep parents, the release gate and the CLIs
+use :class:`Tracker` in their own process.
+
 Tracking store resolution (first that is set wins): the ``tracking.uri`` config value, the
 ``MLFLOW_TRACKING_URI`` environment variable, then a local SQLite store inside the project
 directory, ``sqlite:///<project>/mlruns/mlflow.db`` with artifacts under
