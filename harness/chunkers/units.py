@@ -188,6 +188,25 @@ class WordCounter:
         return Layout(starts, ends, _always, count)
 
 
+#: Most entries a counter's memo of short-string token counts keeps (see :func:`_memoised`).
+MAX_MEMO_PIECES = 100_000
+
+
+def _memoised(encode_count: Callable[[str], int], pieces: dict[str, int]) -> Callable[[str], int]:
+    """``encode_count`` (tokens of a string) memoised in ``pieces``, which keeps at most
+    :data:`MAX_MEMO_PIECES` entries (later strings are counted but not stored)."""
+
+    def piece_count(piece: str) -> int:
+        c = pieces.get(piece)
+        if c is None:
+            c = encode_count(piece)
+            if len(pieces) < MAX_MEMO_PIECES:
+                pieces[piece] = c
+        return c
+
+    return piece_count
+
+
 def _exact_count(
     text: str,
     tok_starts,
@@ -220,13 +239,7 @@ def _exact_count(
             return text[m - 1] in left and text[m] in right
         return text[m - 1] in left or text[m] in right
 
-    def piece_count(piece: str) -> int:
-        c = pieces.get(piece)
-        if c is None:
-            c = encode_count(piece)
-            if len(pieces) < 100_000:
-                pieces[piece] = c
-        return c
+    piece_count = _memoised(encode_count, pieces)
 
     if letter_end:
         return _letter_end_count(text, below, encode_count, piece_count, pieces)
@@ -335,13 +348,7 @@ def _letter_end_window_count(text: str, bounds, shifts: list[int], count, pieces
     at = memoryview(bounds)
     left, right = _ASCII_LETTERS, _ASCII_NON_LETTERS
 
-    def piece_count(piece: str) -> int:
-        c = pieces.get(piece)
-        if c is None:
-            c = encode_count(piece)
-            if len(pieces) < 100_000:
-                pieces[piece] = c
-        return c
+    piece_count = _memoised(encode_count, pieces)
 
     def count_window(i: int, j: int, s: int, e: int) -> int:
         lo = i + 1
