@@ -34,10 +34,67 @@ def to_container(cfg: DictConfig) -> dict[str, Any]:
 def config_hash(cfg: DictConfig) -> str:
     """sha256 (first 16 hex chars) of the resolved config without tracking/paths/hydra keys.
 
-    Two runs with the same hash compute the same results on the same dataset.
+    Two runs with the same hash compute the same results on the same dataset. The chunker
+    part is hashed as the chunker is built, with the escapes in its literal-string settings
+    decoded (:func:`chunker_config`, so ``separators=["\\n"]`` typed on the command line
+    and a real newline in a YAML file hash alike), and the settings of
+    :data:`HASH_NEUTRAL_DEFAULTS` are left out while they hold their neutral value. Shipped
+    configs hash as they did before either rule existed. A chunker config whose escapes
+    cannot be decoded is hashed as typed (building it then fails, naming the setting).
     """
     data = {k: v for k, v in to_container(cfg).items() if k not in _NON_RESULT_KEYS}
+    if "chunker" in data:
+        from harness.escapes import decode_literal_settings
+
+        try:
+            data["chunker"] = decode_literal_settings(data["chunker"])
+        except ValueError:
+            pass  # build_chunker raises the message; the failed run still gets a hash
+    data = _without_neutral_defaults(data)
     return hashlib.sha256(json.dumps(data, sort_keys=True, default=str).encode("utf-8")).hexdigest()[:16]
+
+
+#: Settings added after runs were recorded, by ``_target_``: while a setting holds its
+#: neutral value (the one that reproduces the behaviour from before it existed) it is left
+#: out of :func:`config_hash`, so adding it to a config file changes no hash and resume
+#: still finds the earlier runs. Applied to every mapping with that ``_target_`` in the
+#: result-relevant config (nested ones too, e.g. an adaptive route). A value counts as
+#: neutral only if it equals the entry and has its type (``0`` is not ``False``).
+HASH_NEUTRAL_DEFAULTS: dict[str, dict[str, Any]] = {
+    "harness.chunkers.semantic.SemanticChunker": {"number_of_chunks": None},
+    # only warns (or refuses a run): never changes a number, so never a new hash
+    "harness.embeddings.model.Encoder": {"on_truncate": "warn"},
+}
+
+
+def _without_neutral_defaults(node: Any) -> Any:
+    if isinstance(node, dict):
+        target = node.get("_target_")
+        neutral = HASH_NEUTRAL_DEFAULTS.get(target, {}) if isinstance(target, str) else {}
+        return {
+            k: _without_neutral_defaults(v)
+            for k, v in node.items()
+            if not (k in neutral and v == neutral[k] and type(v) is type(neutral[k]))
+        }
+    if isinstance(node, list):
+        return [_without_neutral_defaults(v) for v in node]
+    return node
+
+
+def chunker_config(cfg: DictConfig) -> dict[str, Any]:
+    """The resolved ``chunker`` config as plain data, as the chunker is built from it.
+
+    Escape sequences typed in its literal-string settings (separators, delimiters; never
+    regexes) are decoded: ``\\n`` -> newline, ``\\r``, ``\\t``, ``\\\\`` -> backslash
+    (:func:`harness.escapes.decode_literal_settings`). Use this, not the raw config, for
+    anything keyed by what the chunker does (the chunk-cache key).
+
+    Raises:
+        ValueError: an unknown escape (e.g. ``\\s``) in a literal-string setting, naming it.
+    """
+    from harness.escapes import decode_literal_settings
+
+    return decode_literal_settings(to_container(cfg.chunker))
 
 
 def _instantiate(node: DictConfig, **kwargs):
@@ -75,8 +132,13 @@ def build_chunker(cfg: DictConfig, encoder=None):
     """Instantiate ``cfg.chunker``; strategies that embed get ``encoder=``, strategies with
     ``needs_cache_dir`` get ``cache_dir=`` (the run's cache folder or None).
 
+    The constructor receives :func:`chunker_config`'s values: ``\\n``, ``\\r``, ``\\t`` and
+    ``\\\\`` typed in a literal-string setting (``separators``, ``separator``, ``delim``,
+    ``delimiters``, at any depth) arrive decoded; regex settings arrive as typed.
+
     Raises:
-        ValueError: invalid chunker parameters (raised by the constructor, naming them).
+        ValueError: invalid chunker parameters (raised by the constructor, naming them), or
+            an unknown escape in a literal-string setting.
     """
     from harness.chunkers.base import Chunker
 
@@ -84,7 +146,11 @@ def build_chunker(cfg: DictConfig, encoder=None):
     kwargs = {"encoder": encoder} if getattr(cls, "needs_encoder", False) else {}
     if getattr(cls, "needs_cache_dir", False):  # e.g. LLM reply caches; kept out of the config hash
         kwargs["cache_dir"] = cache_dir(cfg)
-    chunker = _instantiate(cfg.chunker, **kwargs)
+    node = cfg.chunker
+    decoded = chunker_config(cfg)
+    if decoded != to_container(node):  # an escape was decoded: build from the decoded copy
+        node = OmegaConf.create(decoded)
+    chunker = _instantiate(node, **kwargs)
     if not isinstance(chunker, Chunker):
         raise TypeError(f"chunker._target_ {cfg.chunker._target_!r} does not build a harness Chunker")
     return chunker
@@ -116,6 +182,7 @@ def run_name(cfg: DictConfig) -> str:
 
     Examples: ``recursive-400-0-faiss`` (size, overlap), ``fixed-chars-200-20-bm25``,
     ``fixed-400-0-cl100k_base-faiss``, ``semantic-threshold-0.8-faiss``,
+    ``semantic-percentile-5chunks-faiss`` (``number_of_chunks=5``),
     ``hierarchical-headings-1024-128-faiss`` (parent, child sizes), ``sentence-254-faiss``.
     """
     ch = cfg.chunker
@@ -134,7 +201,9 @@ def run_name(cfg: DictConfig) -> str:
         parts += [str(ch.get("mode", "")), str(ch.get("parent_size", "")), str(ch.child_size)]
     elif "breakpoint" in ch:
         parts.append(str(ch.breakpoint))
-        if ch.breakpoint == "threshold":
+        if ch.get("number_of_chunks") is not None:
+            parts.append(f"{ch.number_of_chunks}chunks")
+        elif ch.breakpoint == "threshold":
             parts.append(str(ch.threshold))
         elif ch.breakpoint == "percentile" and "percentile" in ch:
             parts.append(str(ch.percentile))

@@ -28,7 +28,21 @@ write is one transaction, so a killed process leaves whole batches or nothing); 
 are JSON written to a temporary file in the same folder, fsynced and renamed over the
 target with :func:`os.replace` (atomic on POSIX). Every read checks the stored key and the
 vector dimension; a dimension that differs from the model's raises :class:`ValueError`
-naming both. A chunk-set file that cannot be read back exactly is treated as a miss.
+naming both models and both dimensions.
+
+Damage is never served. Every entry carries a checksum of its payload, verified on every
+read: a vector row its :func:`vector_checksum` (BLAKE2b over keys, dimension and bytes; in
+the ``checksum`` column), a chunk set ``chunks_sha256``, an LLM reply ``reply_sha256``. An
+entry that fails (bytes altered in place, a hand-edited span or text that is still valid
+JSON) is discarded with a warning naming the cache file and the number of discarded
+entries, recomputed, and overwritten by the next write; healthy entries are never
+overwritten. Vector rows of a cache written before checksums existed (no ``checksum``
+column; the column is added on first open) cannot be verified, so they are treated the
+same way: recomputed once, then stored with a checksum. An SQLite file that cannot be read
+at all (truncated, zeroed header, not a database) is renamed to
+``embeddings.sqlite.corrupt-<UTC timestamp>`` with a warning naming it, and the run
+continues with a fresh database. Cache keys did not change with checksums: an old chunk-set
+file without ``chunks_sha256`` is likewise re-made once and overwritten.
 
 Command line::
 
@@ -49,6 +63,7 @@ import os
 import sqlite3
 import sys
 import tempfile
+import time
 import warnings
 from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
@@ -274,14 +289,61 @@ def atomic_write_text(path: Path, text: str) -> None:
 
 
 # -- embeddings -----------------------------------------------------------------------------
+def vector_checksum(model_key: str, text_key: str, dim: int, blob: bytes) -> bytes:
+    """Checksum of one stored vector row: 16-byte BLAKE2b over its keys, dimension and bytes.
+
+    Covering the keys and the dimension as well as the float32 bytes means a row that was
+    altered, or copied under another key, fails verification (:meth:`EmbeddingCache.get`).
+    """
+    h = hashlib.blake2b(digest_size=16)
+    h.update(f"{model_key}\0{text_key}\0{int(dim)}\0".encode("utf-8"))
+    h.update(blob)
+    return h.digest()
+
+
+def _row_ok(model_key, text_key, dim, blob, checksum) -> int:
+    """SQL function ``harness_row_ok``: 1 when a stored row matches its checksum."""
+    try:
+        return int(isinstance(checksum, bytes) and checksum == vector_checksum(model_key, text_key, dim, blob))
+    except (TypeError, ValueError):
+        return 0
+
+
+def _is_unreadable(exc: sqlite3.DatabaseError) -> bool:
+    """Whether an SQLite error means the file is damaged or no database (not a lock or a
+    full disk, which must surface as they are)."""
+    code = getattr(exc, "sqlite_errorcode", None)
+    if code is not None:
+        return (code & 0xFF) in (sqlite3.SQLITE_CORRUPT, sqlite3.SQLITE_NOTADB)
+    text = str(exc)
+    return "malformed" in text or "not a database" in text
+
+
+def _plural(n: int, word: str) -> str:
+    return f"{n} {word}" + ("" if n == 1 else "s")
+
+
 class EmbeddingCache:
-    """float32 vectors in SQLite, one row per (embedding key, text key).
+    """float32 vectors in SQLite, one checksummed row per (embedding key, text key).
 
     Tables: ``models(model_key PRIMARY KEY, dim, description)`` records the dimension of
-    each embedding function on first write; ``vectors(model_key, text_key, dim, vec)``
-    holds ``dim`` little-endian float32 values per row. Each :meth:`put` is one
-    transaction (all rows or none, also under SIGKILL). A connection is opened per call, so
-    the object is safe to use from forked workers.
+    each embedding function on first write; ``vectors(model_key, text_key, dim, vec,
+    checksum)`` holds ``dim`` little-endian float32 values per row and the row's
+    :func:`vector_checksum`. Each :meth:`put` is one transaction (all rows or none, also
+    under SIGKILL). A connection is opened per call, so the object is safe to use from
+    forked workers.
+
+    Damage is never served:
+
+    * every row read is verified against its checksum; a row that fails (bytes altered in
+      place, which SQLite's own integrity check does not see) or that has none (written
+      before checksums existed: the column is added to an old file on first open) is
+      discarded, :meth:`get` warns naming the file and the count, and the caller's next
+      :meth:`put` of that text overwrites the row (healthy rows are never overwritten);
+    * a file SQLite cannot read (truncated, zeroed header, not a database: ``database disk
+      image is malformed`` / ``file is not a database``) is renamed to
+      ``embeddings.sqlite.corrupt-<UTC timestamp>`` (with its journal files) with a warning
+      naming both names, and the call continues on a fresh, empty database.
 
     Args:
         directory: folder of ``embeddings.sqlite`` (created on first write).
@@ -290,99 +352,218 @@ class EmbeddingCache:
     _SCHEMA = (
         "CREATE TABLE IF NOT EXISTS models (model_key TEXT PRIMARY KEY, dim INTEGER NOT NULL, description TEXT NOT NULL)",
         "CREATE TABLE IF NOT EXISTS vectors (model_key TEXT NOT NULL, text_key TEXT NOT NULL, dim INTEGER NOT NULL,"
-        " vec BLOB NOT NULL, PRIMARY KEY (model_key, text_key)) WITHOUT ROWID",
+        " vec BLOB NOT NULL, checksum BLOB, PRIMARY KEY (model_key, text_key)) WITHOUT ROWID",
     )
     #: Keys per ``IN (...)`` query (below SQLite's variable limit).
     _QUERY_BATCH = 500
+    #: Files SQLite keeps next to the database; moved aside with it.
+    _SIDE_FILES = ("-journal", "-wal", "-shm")
 
     def __init__(self, directory: str | os.PathLike) -> None:
         self.directory = Path(directory)
         self.path = self.directory / "embeddings.sqlite"
+        #: Rows discarded by :meth:`get` so far: failed checksum / no checksum (old format).
+        self.n_damaged = 0
+        self.n_unverified = 0
+        #: Unreadable files moved aside so far (their new paths).
+        self.moved_aside: list[Path] = []
+        self._opened: tuple[int, int] | None = None
 
     @contextlib.contextmanager
     def _connect(self, create: bool):
         if create:
             self.directory.mkdir(parents=True, exist_ok=True)
+        try:
+            st = os.stat(self.path)
+            self._opened = (st.st_dev, st.st_ino)
+        except OSError:
+            self._opened = None
         conn = sqlite3.connect(self.path, timeout=120.0)
         try:
             conn.execute("PRAGMA busy_timeout = 120000")
+            conn.create_function("harness_row_ok", 5, _row_ok, deterministic=True)
             with conn:
                 for stmt in self._SCHEMA:
                     conn.execute(stmt)
+            columns = {row[1] for row in conn.execute("PRAGMA table_info(vectors)")}
+            if "checksum" not in columns:  # a cache written before checksums: its rows get recomputed
+                try:
+                    with conn:
+                        conn.execute("ALTER TABLE vectors ADD COLUMN checksum BLOB")
+                except sqlite3.OperationalError as exc:
+                    if "duplicate column" not in str(exc):  # another process added it first
+                        raise
             yield conn
         finally:
             conn.close()
 
+    def _guarded(self, operation):
+        """Run ``operation()``; if SQLite finds the file unreadable, move it aside (warning)
+        and run it once more on a fresh database."""
+        try:
+            return operation()
+        except sqlite3.DatabaseError as exc:
+            if not _is_unreadable(exc):
+                raise
+            self._move_aside(exc)
+        return operation()
+
+    def _move_aside(self, exc: sqlite3.DatabaseError) -> None:
+        """Rename the unreadable database (and its journal files) to ``*.corrupt-<stamp>``.
+
+        Raises:
+            OSError: the file cannot be renamed (the message names it and how to clear it).
+        """
+        try:
+            st = os.stat(self.path)
+        except FileNotFoundError:
+            return  # another process moved it already
+        if self._opened is not None and (st.st_dev, st.st_ino) != self._opened:
+            return  # another process already replaced it with a fresh database
+        stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
+        target = self.path.with_name(f"{self.path.name}.corrupt-{stamp}")
+        n = 1
+        while target.exists():
+            target = self.path.with_name(f"{self.path.name}.corrupt-{stamp}-{n}")
+            n += 1
+        try:
+            os.replace(self.path, target)
+        except OSError as err:
+            raise OSError(
+                f"embedding cache {self.path} is unreadable ({exc}) and could not be moved aside ({err}); "
+                "delete it or run `python -m harness.cache clear --kind embeddings`"
+            ) from exc
+        for suffix in self._SIDE_FILES:  # a hot journal of the damaged file must never meet the fresh one
+            side = self.path.with_name(self.path.name + suffix)
+            with contextlib.suppress(FileNotFoundError):
+                os.replace(side, target.with_name(target.name + suffix))
+        self.moved_aside.append(target)
+        warnings.warn(
+            f"embedding cache {self.path} is unreadable ({exc}); moved it aside to {target} and continuing with "
+            "an empty cache (its vectors are recomputed)",
+            stacklevel=4,
+        )
+
+    def _recorded(self, conn, model_key: str) -> tuple[int, str] | None:
+        row = conn.execute("SELECT dim, description FROM models WHERE model_key = ?", (model_key,)).fetchone()
+        if row is None:
+            return None
+        try:
+            writer = json.loads(row[1]).get("model")
+        except (ValueError, AttributeError):
+            writer = None
+        return int(row[0]), (repr(writer) if writer else "an unnamed model")
+
     def stored_dim(self, model_key: str) -> int | None:
         """Dimension recorded for ``model_key``, or None when nothing is stored for it."""
-        if not self.path.is_file():
-            return None
-        with self._connect(create=False) as conn:
-            row = conn.execute("SELECT dim FROM models WHERE model_key = ?", (model_key,)).fetchone()
-        return None if row is None else int(row[0])
 
-    def get(self, model_key: str, text_keys: Sequence[str], dim: int | None = None) -> dict[str, np.ndarray]:
-        """Stored vectors for the texts that have one.
+        def read():
+            if not self.path.is_file():
+                return None
+            with self._connect(create=False) as conn:
+                rec = self._recorded(conn, model_key)
+            return None if rec is None else rec[0]
+
+        return self._guarded(read)
+
+    def get(self, model_key: str, text_keys: Sequence[str], dim: int | None = None, model_name: str | None = None) -> dict[str, np.ndarray]:
+        """Stored, verified vectors for the texts that have one.
 
         Args:
             model_key: :func:`embedding_key` of the encoder.
             text_keys: :func:`text_key` of each wanted text.
             dim: the dimension the caller expects (the model's); None accepts the
                 dimension recorded for ``model_key``.
+            model_name: the caller's model, named in errors.
 
         Returns:
-            ``{text_key: float32 array of shape (dim,)}`` for the hits only.
+            ``{text_key: float32 array of shape (dim,)}`` for the hits only. Rows that fail
+            their checksum or have none are left out (a warning names the file and the
+            count; :attr:`n_damaged` / :attr:`n_unverified` count them).
 
         Raises:
-            ValueError: a stored vector's dimension differs from ``dim`` or from the
-                dimension recorded for ``model_key`` (the message names both).
+            ValueError: the dimension recorded for ``model_key`` differs from ``dim``, or a
+                verified row's dimension differs from the recorded one (the message names
+                the model that wrote the cache, the caller's model and both dimensions).
         """
-        if not text_keys or not self.path.is_file():
+        if not text_keys:
+            return {}
+        return self._guarded(lambda: self._get(model_key, text_keys, dim, model_name))
+
+    def _get(self, model_key, text_keys, dim, model_name) -> dict[str, np.ndarray]:
+        if not self.path.is_file():
             return {}
         wanted = set(text_keys)
         out: dict[str, np.ndarray] = {}
+        damaged = unverified = 0
         with self._connect(create=False) as conn:
-            row = conn.execute("SELECT dim FROM models WHERE model_key = ?", (model_key,)).fetchone()
-            if row is None:
+            rec = self._recorded(conn, model_key)
+            if rec is None:
                 return {}
-            recorded = int(row[0])
+            recorded, writer = rec
+            reader = repr(model_name) if model_name else "the current embedding.model"
             if dim is not None and recorded != dim:
                 raise ValueError(
-                    f"embedding cache {self.path} holds {recorded}-dimensional vectors for this model key "
-                    f"but the model produces {dim}-dimensional vectors; clear it with "
-                    "`python -m harness.cache clear --kind embeddings`"
+                    f"embedding cache {self.path} holds {recorded}-dimensional vectors written by {writer} under this "
+                    f"model key ({model_key[:12]}…) but embedding.model {reader} produces {dim}-dimensional vectors; "
+                    "clear it with `python -m harness.cache clear --kind embeddings`"
                 )
             keys = list(wanted)
             for i in range(0, len(keys), self._QUERY_BATCH):
                 part = keys[i : i + self._QUERY_BATCH]
                 rows = conn.execute(
-                    f"SELECT model_key, text_key, dim, vec FROM vectors WHERE model_key = ? AND text_key IN ({','.join('?' * len(part))})",
+                    "SELECT model_key, text_key, dim, vec, checksum FROM vectors"
+                    f" WHERE model_key = ? AND text_key IN ({','.join('?' * len(part))})",
                     (model_key, *part),
                 ).fetchall()
-                for mk, tk, d, blob in rows:
+                for mk, tk, d, blob, checksum in rows:
                     if mk != model_key or tk not in wanted:  # the stored key must be the one asked for
+                        continue
+                    if checksum is None:
+                        unverified += 1
+                        continue
+                    if not _row_ok(mk, tk, d, blob, checksum) or len(blob) != 4 * int(d):
+                        damaged += 1
                         continue
                     if int(d) != recorded:
                         raise ValueError(
-                            f"embedding cache entry {tk[:12]}… has dimension {int(d)} but the model key records "
-                            f"dimension {recorded}; clear it with `python -m harness.cache clear --kind embeddings`"
+                            f"embedding cache {self.path}: entry {tk[:12]}… holds a {int(d)}-dimensional vector but "
+                            f"{writer} recorded {recorded} dimensions for this model key (reader: embedding.model "
+                            f"{reader}); clear it with `python -m harness.cache clear --kind embeddings`"
                         )
-                    if len(blob) != 4 * recorded:  # torn or foreign row: treat as a miss, it gets rewritten
-                        continue
                     out[tk] = np.frombuffer(blob, dtype="<f4").astype(np.float32)
+        self.n_damaged += damaged
+        self.n_unverified += unverified
+        if damaged:
+            warnings.warn(
+                f"embedding cache {self.path}: discarded {_plural(damaged, 'stored vector')} that failed checksum "
+                "verification (altered bytes); recomputed and overwritten",
+                stacklevel=4,
+            )
+        if unverified:
+            warnings.warn(
+                f"embedding cache {self.path}: discarded {_plural(unverified, 'stored vector')} without a checksum "
+                "(written by an older version, cannot be verified); recomputed and stored with one",
+                stacklevel=4,
+            )
         return out
 
     def put(self, model_key: str, vectors: Mapping[str, np.ndarray], description: Mapping[str, Any] | None = None) -> None:
-        """Store vectors in one transaction (existing rows are kept).
+        """Store vectors in one transaction, each row with its :func:`vector_checksum`.
+
+        An existing row is kept when it passes its checksum (same key = same vector) and
+        overwritten when it fails it or has none (damaged or old-format).
 
         Args:
             model_key: :func:`embedding_key` of the encoder.
             vectors: ``{text_key: array of shape (dim,)}``, all of one dimension.
-            description: readable facts about the model (name, path), stored once.
+            description: readable facts about the model (``model`` name, path), stored once
+                and named in dimension errors.
 
         Raises:
             ValueError: vectors of different dimensions, or a dimension other than the one
-                already recorded for ``model_key`` (the message names both).
+                already recorded for ``model_key`` (the message names both models and both
+                dimensions).
         """
         if not vectors:
             return
@@ -390,31 +571,44 @@ class EmbeddingCache:
         if len(dims) != 1:
             raise ValueError(f"embedding cache: vectors of one model must share a dimension, got {sorted(dims)}")
         dim = dims.pop()
+        desc = dict(description or {})
+        blobs = {k: np.ascontiguousarray(v, dtype="<f4").tobytes() for k, v in vectors.items()}
+        rows = [(model_key, k, dim, b, vector_checksum(model_key, k, dim, b)) for k, b in blobs.items()]
+        self._guarded(lambda: self._put(model_key, dim, desc, rows))
+
+    def _put(self, model_key, dim, desc, rows) -> None:
         with self._connect(create=True) as conn:
             with conn:  # one transaction: the model row and every vector, or nothing
                 conn.execute(
                     "INSERT OR IGNORE INTO models (model_key, dim, description) VALUES (?, ?, ?)",
-                    (model_key, dim, json.dumps(dict(description or {}), sort_keys=True, default=str)),
+                    (model_key, dim, json.dumps(desc, sort_keys=True, default=str)),
                 )
-                recorded = int(conn.execute("SELECT dim FROM models WHERE model_key = ?", (model_key,)).fetchone()[0])
+                recorded, writer = self._recorded(conn, model_key)
                 if recorded != dim:
+                    reader = repr(desc["model"]) if desc.get("model") else "the current embedding.model"
                     raise ValueError(
-                        f"embedding cache {self.path} holds {recorded}-dimensional vectors for this model key "
-                        f"but the model produced {dim}-dimensional vectors; clear it with "
-                        "`python -m harness.cache clear --kind embeddings`"
+                        f"embedding cache {self.path} holds {recorded}-dimensional vectors written by {writer} under "
+                        f"this model key ({model_key[:12]}…) but embedding.model {reader} produced {dim}-dimensional "
+                        "vectors; clear it with `python -m harness.cache clear --kind embeddings`"
                     )
                 conn.executemany(
-                    "INSERT OR IGNORE INTO vectors (model_key, text_key, dim, vec) VALUES (?, ?, ?, ?)",
-                    ((model_key, k, dim, np.ascontiguousarray(v, dtype="<f4").tobytes()) for k, v in vectors.items()),
+                    "INSERT INTO vectors (model_key, text_key, dim, vec, checksum) VALUES (?, ?, ?, ?, ?)"
+                    " ON CONFLICT (model_key, text_key) DO UPDATE SET dim = excluded.dim, vec = excluded.vec,"
+                    " checksum = excluded.checksum"
+                    " WHERE NOT harness_row_ok(vectors.model_key, vectors.text_key, vectors.dim, vectors.vec, vectors.checksum)",
+                    rows,
                 )
 
     def count(self) -> int:
         """Number of stored vectors (all models)."""
-        if not self.path.is_file():
-            return 0
-        with self._connect(create=False) as conn:
-            return int(conn.execute("SELECT COUNT(*) FROM vectors").fetchone()[0])
 
+        def read():
+            if not self.path.is_file():
+                return 0
+            with self._connect(create=False) as conn:
+                return int(conn.execute("SELECT COUNT(*) FROM vectors").fetchone()[0])
+
+        return self._guarded(read)
 
 # -- chunk sets -----------------------------------------------------------------------------
 def _chunk_to_json(c) -> dict[str, Any]:
@@ -445,7 +639,9 @@ class JsonEntryStore:
     """Content-addressed JSON files ``<directory>/<key[:2]>/<key>.json``: the shared file
     layout, verified read and atomic write of :class:`ChunkCache` and :class:`ReplyCache`.
 
-    Every entry holds ``"format"`` (:data:`FORMAT_VERSION`) and ``"key"`` next to its payload.
+    Every entry holds ``"format"`` (:data:`FORMAT_VERSION`) and ``"key"`` next to its payload
+    and a checksum of that payload (``chunks_sha256`` for chunk sets; ``reply_sha256`` and the
+    stored request, which must hash to the key, for replies), all verified on every read.
 
     Args:
         directory: folder of the entry files (created on first write).
@@ -470,22 +666,33 @@ class JsonEntryStore:
     def _read(self, key: str, decode):
         """``decode(entry)`` for the stored entry of ``key``, or None on a miss.
 
-        A missing file is a silent miss. A file that does not parse, whose ``format`` or
+        A missing file is a silent miss. A file that is not UTF-8 JSON, whose ``format`` or
         ``key`` differs, or that ``decode`` rejects (``ValueError``, ``KeyError``,
-        ``TypeError``, ``AttributeError``) is a miss with a warning naming the file.
+        ``TypeError``, ``AttributeError``: a failed checksum, a missing field) is discarded
+        as damaged: a miss with a warning naming the file, the count (one entry) and the
+        reason. The caller then recomputes the entry and its ``put`` overwrites the file.
         """
         path = self.path(key)
         try:
-            raw = path.read_text(encoding="utf-8")
+            raw = path.read_bytes()
         except FileNotFoundError:
             return None
         try:
-            entry = json.loads(raw)
+            try:
+                entry = json.loads(raw.decode("utf-8"))
+            except ValueError as exc:  # UnicodeDecodeError and JSONDecodeError
+                raise ValueError(f"unreadable: {exc}") from exc
+            if not isinstance(entry, dict):
+                raise ValueError(f"unreadable: a JSON {type(entry).__name__}, not an object")
             if entry.get("format") != FORMAT_VERSION or entry.get("key") != key:
                 raise ValueError(f"stored key {str(entry.get('key'))[:12]}… is not {key[:12]}…")
             return decode(entry)
         except (ValueError, KeyError, TypeError, AttributeError) as exc:
-            warnings.warn(f"ignoring unreadable {self.label} entry {path}: {exc}", stacklevel=3)
+            reason = f"missing field {exc}" if isinstance(exc, KeyError) else str(exc)
+            warnings.warn(
+                f"{self.label} {path}: 1 damaged entry discarded ({reason}); it is recomputed and overwritten",
+                stacklevel=3,
+            )
             return None
 
     def _write(self, key: str, payload: str) -> None:
@@ -496,11 +703,18 @@ class JsonEntryStore:
         return sum(1 for _ in self.directory.glob("*/*.json")) if self.directory.is_dir() else 0
 
 
+def chunks_checksum(chunks_json: Sequence[Mapping[str, Any]]) -> str:
+    """sha256 hex of the canonical JSON (:func:`canonical_json`) of a chunk set's ``chunks``
+    list: the payload checksum of a :class:`ChunkCache` entry."""
+    return sha256_hex(canonical_json(list(chunks_json)))
+
+
 class ChunkCache(JsonEntryStore):
     """Chunk sets as JSON files ``<directory>/<key[:2]>/<key>.json``.
 
     An entry is ``{"format", "key", "description", "chunks": [{doc_id, spans, text,
-    chunk_id, metadata, parent_id}, ...]}``. :meth:`put` stores a set only if it reads back
+    chunk_id, metadata, parent_id}, ...], "chunks_sha256"}``; ``chunks_sha256`` is
+    :func:`chunks_checksum` of ``chunks``. :meth:`put` stores a set only if it reads back
     equal to the original (metadata that JSON would alter, e.g. tuples, is not cached);
     :meth:`get` returns None for a missing, unreadable or mismatched entry.
 
@@ -513,21 +727,43 @@ class ChunkCache(JsonEntryStore):
     def get(self, key: str) -> list | None:
         """The cached chunks of ``key`` in their original order, or None on a miss.
 
-        A file whose stored ``key`` or ``format`` differs, or that fails to parse or to
-        rebuild valid :class:`~harness.types.Chunk` objects, is a miss (with a warning).
+        A file whose stored ``key`` or ``format`` differs, whose ``chunks`` do not match
+        ``chunks_sha256`` (an edited span, text, id or metadata, even as valid JSON) or
+        that has no checksum (written by an older version), or that fails to parse or to
+        rebuild valid :class:`~harness.types.Chunk` objects, is discarded with a warning
+        naming the file; the caller re-chunks and :meth:`put` overwrites it.
         """
-        return self._read(key, lambda entry: [_chunk_from_json(d) for d in entry["chunks"]])
+
+        def decode(entry: Mapping[str, Any]) -> list:
+            stored = entry.get("chunks_sha256")
+            if not isinstance(stored, str):
+                raise ValueError("no payload checksum (chunks_sha256): written by an older version")
+            if chunks_checksum(entry["chunks"]) != stored:
+                raise ValueError("chunks do not match their checksum chunks_sha256 (edited or altered)")
+            return [_chunk_from_json(d) for d in entry["chunks"]]
+
+        return self._read(key, decode)
 
     def put(self, key: str, chunks: Sequence[Any], description: Mapping[str, Any] | None = None) -> bool:
-        """Store a chunk set atomically; returns False (and stores nothing) when it would not
-        read back equal (non-JSON metadata)."""
+        """Store a chunk set atomically with its checksum; returns False (and stores nothing)
+        when it would not read back equal (non-JSON metadata)."""
         try:
+            items = [_chunk_to_json(c) for c in chunks]
             payload = json.dumps(
-                {"format": FORMAT_VERSION, "key": key, "description": dict(description or {}), "chunks": [_chunk_to_json(c) for c in chunks]},
+                {
+                    "format": FORMAT_VERSION,
+                    "key": key,
+                    "description": dict(description or {}),
+                    "chunks": items,
+                    "chunks_sha256": chunks_checksum(items),
+                },
                 ensure_ascii=False,
                 allow_nan=False,
             )
-            back = [_chunk_from_json(d) for d in json.loads(payload)["chunks"]]
+            back = json.loads(payload)
+            if chunks_checksum(back["chunks"]) != back["chunks_sha256"]:
+                return False
+            back = [_chunk_from_json(d) for d in back["chunks"]]
         except (TypeError, ValueError):
             return False
         if back != list(chunks):

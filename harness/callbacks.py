@@ -10,8 +10,10 @@ Registered in ``conf/config.yaml`` under ``hydra.callbacks``. Life of a parent r
   write its id to ``<hydra.sweep.dir>/mlflow_sweep.json``. Jobs read that file
   (:func:`parent_for_job`), so it reaches joblib and Ray workers on the same machine, and
   tag their run with ``mlflow.parentRunId`` and ``harness.sweep_job``; a job skipped by
-  resume records ``sweep.skipped.<job>`` on the parent instead of creating a run.
-* ``on_multirun_end`` (every job returned): summary (:func:`finish_sweep`), then FINISHED.
+  resume records ``sweep.skipped.<job>`` on the parent instead of creating a run, a job
+  whose configuration was RUNNING in another live process ``sweep.busy.<job>`` (that run).
+* ``on_multirun_end`` (every job returned): summary (:func:`finish_sweep`), then FINISHED;
+  when a job was busy the sweep then exits with :data:`harness.tracking.EXIT_BUSY`.
 * Hydra exits without ``on_multirun_end`` when a job failed (its sweepers re-raise a job's
   error once the batch is done, exit code 1), on Ctrl-C, SIGTERM or any other exception:
   an ``atexit`` hook writes the summary and closes the parent FAILED (KILLED after Ctrl-C
@@ -125,7 +127,8 @@ def finish_sweep(tracker, parent_run_id: str, status: str, objective: str) -> di
     """Summarise a sweep on its parent run and close it with ``status``.
 
     Logged on the parent: tags ``sweep.jobs_finished``, ``_failed``, ``_killed``,
-    ``_skipped`` (counts); ``sweep.best_run_id``/``_run_name``/``_job`` and the metric
+    ``_skipped``, ``_busy`` (counts; busy = RUNNING in another live process, the row names
+    that run); ``sweep.best_run_id``/``_run_name``/``_job`` and the metric
     ``best_<objective key>`` (e.g. ``best_recall_at_5``) for the best FINISHED or skipped job
     (highest objective; lowest for ``context_tokens@k``); artifacts ``sweep_summary.csv``,
     the MLflow table ``sweep_summary.json`` (one row per job: job, run name, status, run id,
@@ -135,12 +138,12 @@ def finish_sweep(tracker, parent_run_id: str, status: str, objective: str) -> di
     then the ``sweep.summary_error`` tag).
 
     Returns:
-        Job counts by status: ``{"FINISHED": n, "FAILED": n, "KILLED": n, "SKIPPED": n}``.
+        Job counts by status: ``{"FINISHED": n, "FAILED": n, "KILLED": n, "SKIPPED": n, "BUSY": n}``.
     """
     from harness.metrics import mlflow_key
-    from harness.tracking import JOB_TAG, MAX_TAG_VALUE, SKIPPED_PREFIX
+    from harness.tracking import BUSY_PREFIX, JOB_TAG, MAX_TAG_VALUE, SKIPPED_PREFIX
 
-    counts = {"FINISHED": 0, "FAILED": 0, "KILLED": 0, "SKIPPED": 0}
+    counts = {"FINISHED": 0, "FAILED": 0, "KILLED": 0, "SKIPPED": 0, "BUSY": 0}
     tracker.run_id = parent_run_id
     try:
         import pandas as pd
@@ -160,6 +163,13 @@ def finish_sweep(tracker, parent_run_id: str, status: str, objective: str) -> di
                     rows.append(_row(tracker.get_run(run_id), _job(tag[len(SKIPPED_PREFIX) :]), "SKIPPED", key))
                 except Exception:  # noqa: BLE001 - the finished run was deleted since
                     rows.append({"job": _job(tag[len(SKIPPED_PREFIX) :]), "run_name": "", "status": "SKIPPED", "run_id": run_id, key: math.nan})
+            elif tag.startswith(BUSY_PREFIX):  # the row names the other process's run; its values are not ours to rank
+                job = _job(tag[len(BUSY_PREFIX) :])
+                try:
+                    name = tracker.get_run(run_id).info.run_name or ""
+                except Exception:  # noqa: BLE001 - that run was deleted since
+                    name = ""
+                rows.append({"job": job, "run_name": name, "status": "BUSY", "run_id": run_id, key: math.nan})
         for row in rows:
             if row["status"] in counts:
                 counts[row["status"]] += 1
@@ -284,8 +294,16 @@ class SweepRunCallback(Callback):
         sys.stdout.flush()
 
     def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
-        """Every job returned: summarise and close the parent FINISHED."""
-        self._close("FINISHED")
+        """Every job returned: summarise and close the parent FINISHED; exit with
+        :data:`harness.tracking.EXIT_BUSY` when a job was skipped because its configuration
+        was RUNNING in another live process (its result is not in this sweep yet)."""
+        from harness.tracking import EXIT_BUSY
+
+        counts = self._close("FINISHED")
+        if counts.get("BUSY"):
+            print(f"{counts['BUSY']} job(s) skipped: their configuration is RUNNING in another process (see the skip lines above); rerun this sweep once those runs have ended")
+            sys.stdout.flush()
+            raise SystemExit(EXIT_BUSY)
 
     # ------------------------------------------------------------------ abnormal ends
 
@@ -293,12 +311,12 @@ class SweepRunCallback(Callback):
         if self._parent is not None:
             self._close("KILLED" if self._interrupted else "FAILED")
 
-    def _close(self, status: str) -> None:
+    def _close(self, status: str) -> dict[str, int]:
         parent, tracker = self._parent, self._tracker
         self._parent = None
         self._restore_signal_handlers()
         if parent is None or tracker is None:
-            return
+            return {}
         from harness.tracking import signals_deferred
 
         with signals_deferred():  # a Ctrl-C inside the summary would leave the parent RUNNING
@@ -306,6 +324,7 @@ class SweepRunCallback(Callback):
         done = ", ".join(f"{n} {s.lower()}" for s, n in counts.items() if n)
         print(f"sweep parent run {parent}: {status} ({done or 'no jobs'})")
         sys.stdout.flush()
+        return counts
 
     def _install_signal_handlers(self) -> None:
         """Ctrl-C and SIGTERM mark the sweep as interrupted (parent KILLED), then end it as usual:

@@ -20,7 +20,7 @@ from harness.chunkers.base import Chunker
 from harness.metrics import is_metric_name, parse_name
 from harness.metrics import span as sp
 from harness.metrics.budget import budget_recall
-from harness.metrics.ir import ChunkIndex, chunk_ir_metrics, chunk_qrels, document_metrics, item_recall, precision_omega
+from harness.metrics.ir import ChunkIndex, chunk_ir_metrics, chunk_qrels, document_metrics, item_recall, precision_omega, returnable_units
 from harness.metrics.ranking import check_relevance, query_metrics
 from harness.retrievers.base import Retriever, ranked
 from harness.types import Chunk, Dataset, Run
@@ -35,8 +35,9 @@ class Evaluation:
             (``{"recall@5": 0.61, ...}``) plus chunk statistics under ``chunks.*``.
         per_query: one row per query: ids, text, evidence size, every metric of the suite
             (``recall@5``, ``ndcg@10``, ``recall@512tok``, ``precision_omega``, ...),
-            ``n_relevant_chunks`` (chunks relevant under ``relevance`` in the pool of
-            indexed and returned chunks) and the top-k chunk ids (``retrieved``,
+            ``n_relevant_chunks`` (returnable units relevant under ``relevance``: the
+            ``R`` of nDCG's ideal ranking and of AP's divisor, see
+            :mod:`harness.metrics.ir`) and the top-k returned unit ids (``retrieved``,
             ``;``-separated, last column).
         chunks: the chunks that were indexed.
         run: the raw retrieval run ``{query_id: {chunk_id: score}}`` over indexed chunks
@@ -174,7 +175,10 @@ def evaluate(
     :mod:`harness.metrics` for the registry): span ``recall/precision/iou@k``,
     ``context_precision@k``, ``mrr@k``, ``context_tokens@k`` (with a token counter);
     chunk-qrels ``chunk_precision@k``, ``item_recall@k``, ``hit_rate@k``, ``ndcg@k``,
-    ``map@k`` (trec_eval, one call for all queries); ``precision_omega``; ``recall@Btok`` and
+    ``map@k`` (trec_eval, one call for all queries, judged over the returnable units: the
+    image of ``chunker.expand`` over the indexed chunks, so small-to-big strategies are
+    judged on parents or windows, never on children they cannot return);
+    ``precision_omega`` (over the same units); ``recall@Btok`` and
     ``budget_filled@Btok`` (with ``context_tokenizer``); ``doc_recall@k``, ``doc_ndcg@k``
     (``level="document"``). Means are over every labelled query.
 
@@ -279,7 +283,6 @@ def evaluate(
     documents = dataset.by_id
     rows = []
     scored: dict[str, list[Chunk]] = {}
-    pool: dict[str, Chunk] = dict(by_id)
     queries = dataset.queries
     if progress:
         from tqdm.auto import tqdm
@@ -290,8 +293,6 @@ def evaluate(
         expanded = chunker.expand(hits, documents)  # what the generator receives
         ranked_chunks = expanded[: max(ks)]
         scored[q.query_id] = ranked_chunks
-        for c in expanded:
-            pool.setdefault(c.chunk_id, c)
         order = [c.chunk_id for c in ranked_chunks]
         m = query_metrics(q, ranked_chunks, ks, relevance_fraction, context_token_counter, relevance=relevance)
         m.update(item_recall(q, ranked_chunks, ks, relevance_fraction, relevance))
@@ -307,15 +308,28 @@ def evaluate(
                 "retrieved": ";".join(order),
             }
         )
-    # Qrels-based metrics: one trec_eval call for all queries.
-    omega_index = ChunkIndex(chunks)
-    qrels = chunk_qrels(dataset.queries, ChunkIndex(pool.values()), relevance_fraction, relevance)
+    # Qrels-based metrics judge the units the strategy can hand back (the image of expand over
+    # the indexed chunks, see harness.metrics.ir): never indexed children that cannot be
+    # returned, never units returned for other queries. A unit outside that image (an expand
+    # that merges hits) joins only the pool of the query it was returned for, with a warning.
+    # One trec_eval call for all queries.
+    units = returnable_units(chunks, None if type(chunker).expand is Chunker.expand else chunker.expand, documents)
+    unit_index = ChunkIndex(units)
+    unit_ids = {u.chunk_id for u in units}
+    outside = {c.chunk_id for cs in scored.values() for c in cs if c.chunk_id not in unit_ids}
+    if outside:
+        warnings.warn(
+            f"chunker {chunker.name!r}: {len(outside)} returned units are not the expansion of any single indexed chunk; "
+            "each is judged only for the query it was returned for, so ndcg@k and map@k of other queries cannot count it",
+            stacklevel=2,
+        )
+    qrels = chunk_qrels(dataset.queries, unit_index, relevance_fraction, relevance, returned=scored)
     ir = chunk_ir_metrics(qrels, {qid: [c.chunk_id for c in cs] for qid, cs in scored.items()}, ks)
     doc = document_metrics(dataset.queries, run, {c.chunk_id: c.doc_id for c in chunks}, ks) if level == "document" else {}
     for row, q in zip(rows, dataset.queries):
         row.update(ir[q.query_id])
         row.update(doc.get(q.query_id, {}))
-        row["precision_omega"] = precision_omega(q, omega_index)
+        row["precision_omega"] = precision_omega(q, unit_index)
         row["n_relevant_chunks"] = len(qrels[q.query_id])
     _add_compression(rows, compressor, dataset, scored, ks, documents, context_token_counter)
     per_query = pd.DataFrame(rows)

@@ -12,9 +12,14 @@ in a multirun the remaining jobs still run.
 
 Resume (``resume: true``, the default): a job whose config hash already has a FINISHED run
 in the experiment does no work; it prints ``skip: finished as run <id>`` and returns that
-run's logged objective. ``resume=false`` runs it again. Before opening its own run a job
-closes RUNNING runs with its config hash (left by a killed process) as KILLED with the tag
-``harness.stale=true``. In a multirun each job prints its place, e.g.
+run's logged objective. ``resume=false`` runs it again. A configuration is never run twice
+at once: a job whose config hash has a RUNNING run of a live process (same host and pid, or
+on another host a heartbeat under 15 minutes old) does no work, prints ``skip: this
+configuration ... is already RUNNING as run <id> (...; pid <pid> on host <host>, ...)`` and
+exits with code 75 (:data:`EXIT_BUSY`; in a multirun the sweep goes on, records the job on
+its parent and exits 75 at the end). RUNNING runs of the hash whose process is gone are
+closed as KILLED with the tag ``harness.stale=true`` (see
+:meth:`harness.tracking.Tracker.claim`). In a multirun each job prints its place, e.g.
 ``job 3/12: recursive-400-0-faiss``.
 
 MLflow: every run logs params, metrics, tags and artifacts (see :func:`execute`). A multirun
@@ -43,6 +48,7 @@ import hydra  # noqa: E402
 from omegaconf import DictConfig, OmegaConf  # noqa: E402
 
 from harness.build import register_resolvers  # noqa: E402
+from harness.tracking import EXIT_BUSY  # noqa: E402, F401 - the exit code of a busy skip, documented here
 
 register_resolvers()
 
@@ -54,6 +60,7 @@ TRACKED_PACKAGES = (
     "transformers",
     "faiss-cpu",
     "rank-bm25",
+    "bm25s",
     "langchain-text-splitters",
     "hydra-core",
     "mlflow",
@@ -148,6 +155,9 @@ def execute(cfg: DictConfig) -> dict:
     ``time.tracking_wait_s`` is how long the job waited for the worker's answer.
 
     Raises:
+        harness.tracking_worker.RunBusy: the configuration is RUNNING in another live process
+            (its run, pid and host are named; ``skip: <message>`` is printed first); nothing
+            was run or logged.
         ValueError: ``resume`` is not a boolean; any config error (see the builders).
         harness.tracking_worker.TrackingWorkerError: the tracking store could not be opened
             or written (e.g. an unreachable tracking server); the message is MLflow's.
@@ -158,7 +168,7 @@ def execute(cfg: DictConfig) -> dict:
     from harness.diagnostics import reason_counts
     from harness.pipeline import evaluate
     from harness.tracking import artifact_root_for, flatten, resolve_tracking_uri
-    from harness.tracking_worker import Opening, RunSkipped
+    from harness.tracking_worker import Opening, RunBusy, RunSkipped
 
     t_start = time.perf_counter()
     wall_start = time.time()
@@ -256,12 +266,16 @@ def execute(cfg: DictConfig) -> dict:
             level=str(cfg.metrics.get("level", "chunk")),
             token_spans=lambda text: model_tokens.atoms(text).spans,
             chunk_cache=Cache(cache_root).chunks if cache_root else None,
-            chunker_config=build.to_container(cfg.chunker),
+            chunker_config=build.chunker_config(cfg),  # escapes decoded: keyed by what the chunker does
             compressor=compressor,
         )
         tracker = opening.result()
     except RunSkipped as skip:
         return _skipped(skip.finished, objective)
+    except RunBusy as busy:  # the configuration runs in another live process: nothing was opened
+        print(f"skip: {busy}")
+        sys.stdout.flush()
+        raise
     except BaseException as exc:
         try:
             tracker = opening.result()
@@ -285,7 +299,7 @@ def execute(cfg: DictConfig) -> dict:
         t0 = time.perf_counter()
         tracker.set_tags({**known_tags, "degenerate_chunking": str(ev.degenerate).lower()})
         report = getattr(dataset, "load_report", None)
-        if report is not None:  # folder datasets: files skipped by dataset.on_error=skip, excerpt location counts
+        if report is not None:  # what the loader dropped: skipped files, queries without evidence, unlocated excerpts
             tracker.log_text(report.summary(50), "load_report.txt")
         tracker.log_dataset(_queries_frame(dataset), name=dataset.name, digest=dataset.fingerprint(), source=dataset.source)
         groups: list[tuple[dict, int]] = [  # one MLflow batch for all of them
@@ -300,8 +314,9 @@ def execute(cfg: DictConfig) -> dict:
             ),
             ({f"chunks.{k}": v for k, v in ev.chunk_stats.items()}, 0),
         ]
-        if report is not None:
-            groups.append(({"dataset.skipped_files": report.count("skipped_files")}, 0))
+        if report is not None:  # every dropped-record count, e.g. dataset.queries_without_evidence (0 when none)
+            dropped = {"skipped_files": 0, "queries_without_evidence": 0, **report.counts}
+            groups.append(({f"dataset.{k}": v for k, v in dropped.items()}, 0))
         if hasattr(chunker, "stats"):  # strategy counters, e.g. llm.calls / llm.rejected_replies
             groups.append((chunker.stats(), 0))
         if n_boot > 0:  # bootstrap confidence intervals of every mean metric, e.g. recall_at_5_ci_low
@@ -505,7 +520,14 @@ def _print_summary(name, experiment, uri, run_id, ev) -> None:
 
 @hydra.main(version_base="1.3", config_path="../conf", config_name="config")
 def main(cfg: DictConfig) -> float:
-    """Hydra entry point; returns the objective metric value (the logged one for a skipped job)."""
+    """Hydra entry point; returns the objective metric value (the logged one for a skipped job).
+
+    A job whose configuration is RUNNING in another live process (``RunBusy``) exits with
+    :data:`EXIT_BUSY`; inside a multirun it returns NaN instead, so the sweep goes on (its
+    parent run records the job and the sweep exits with that code at the end).
+    """
+    from harness.tracking_worker import RunBusy
+
     position = sweep_position()
     if position is not None:
         from harness import build
@@ -513,7 +535,12 @@ def main(cfg: DictConfig) -> float:
         num, total = position
         print(f"job {num}/{total if total else '?'}: {cfg.tracking.run_name or build.run_name(cfg)}")
         sys.stdout.flush()
-    return float(execute(cfg)["objective"])
+    try:
+        return float(execute(cfg)["objective"])
+    except RunBusy:
+        if position is not None:
+            return float("nan")
+        raise SystemExit(EXIT_BUSY) from None
 
 
 if __name__ == "__main__":

@@ -9,10 +9,18 @@ Tracking store resolution (first that is set wins): the ``tracking.uri`` config 
 directory, ``sqlite:///<project>/mlruns/mlflow.db`` with artifacts under
 ``<project>/mlruns/artifacts``.
 
-Resume support: :meth:`Tracker.finished_run` finds a FINISHED run of a config hash (the
-``config_hash`` tag) and :meth:`Tracker.mark_stale` closes RUNNING runs of a config hash
-left behind by a killed process (MLflow has no liveness check, so any RUNNING run with the
-hash a new job is about to run is taken as dead; see the README's sweep section).
+Resume and one run per configuration: :meth:`Tracker.claim` is the one step in which a job
+looks at the runs of its config hash (the ``config_hash`` tag) and opens its own. A RUNNING
+run of the hash whose process is alive makes the job a skip (:class:`BusyRun` names it); a
+RUNNING run whose process is gone (:func:`owner_state`) is closed as KILLED with the tag
+``harness.stale=true`` and the reason as ``harness.stale_reason``; with ``resume`` a
+FINISHED run makes the job a skip. Every job's run records its process (``harness.host``,
+``harness.pid``, ``harness.pid_start``) and a heartbeat (``harness.heartbeat``, Unix
+seconds, renewed every :data:`HEARTBEAT_S` by the tracking worker). Atomicity: on a SQLite
+store the look-up and the creation hold the store's file lock; on any other store (a
+tracking server) the job creates its run, waits :data:`CLAIM_SETTLE_S`, looks again and
+yields to a live run created before its own (deleting its own); see :meth:`Tracker.claim`
+for what that protocol assumes.
 
 Sweeps: :class:`harness.callbacks.SweepRunCallback` opens one parent run per multirun
 (tag ``harness.sweep=parent``, process facts in ``harness.host``/``harness.pid``/
@@ -36,14 +44,17 @@ own locking, which MLflow's short transactions keep well under its busy timeout.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import functools
 import hashlib
 import json
 import os
 import re
 import signal
+import socket
 import tempfile
 import threading
+import time
 import traceback
 from pathlib import Path
 from typing import Any, Iterable, Iterator, Mapping
@@ -67,8 +78,34 @@ SWEEP_TAG = "harness.sweep"
 JOB_TAG = "harness.sweep_job"
 #: Prefix of the parent's tags recording a skipped job: ``sweep.skipped.<job>`` = finished run id.
 SKIPPED_PREFIX = "sweep.skipped."
-#: Tags on a parent run naming the process that owns it (for the dead-sweep check).
+#: Prefix of the parent's tags recording a job skipped because its configuration was RUNNING
+#: in another live process: ``sweep.busy.<job>`` = that run's id.
+BUSY_PREFIX = "sweep.busy."
+#: Tags on a run naming the process that owns it: host name, pid, and the process's start
+#: time in clock ticks since boot (``/proc/<pid>/stat``; empty where unknown). Set on sweep
+#: parents and on every job's run.
 HOST_TAG, PID_TAG, PID_START_TAG = "harness.host", "harness.pid", "harness.pid_start"
+#: Tag on a job's run: Unix time (whole seconds) of its last heartbeat.
+HEARTBEAT_TAG = "harness.heartbeat"
+#: Tag on a job's run: Unix time in milliseconds just before its creation (the creation
+#: order of rival claims on a store without a file lock).
+CLAIM_TAG = "harness.claimed_ms"
+#: Tag on a run closed as stale: why its process was taken as gone.
+STALE_REASON_TAG = "harness.stale_reason"
+#: Seconds between two heartbeats of an open job's run (written by its tracking worker).
+HEARTBEAT_S = 60.0
+#: A RUNNING run whose last heartbeat is older than this many seconds counts as dead: the
+#: only check for a run of another host, and on this host the check for a live process
+#: whose tracking worker is gone. 15 minutes leave room for clock differences between hosts
+#: and for a slow tracking call.
+HEARTBEAT_TIMEOUT_S = 900.0
+#: Seconds a claim on a store without a file lock waits after creating its run before it
+#: looks for rival runs created before its own (plus the time the creation took).
+CLAIM_SETTLE_S = 1.0
+#: Exit code of ``python -m harness.run`` (and of a sweep) when a job was skipped because
+#: its configuration is RUNNING in another live process: nothing failed, but no result was
+#: produced; retry once that run has ended (75 is the customary "temporary failure" code).
+EXIT_BUSY = 75
 
 #: MLflow run statuses.
 RUN_STATUSES = ("FINISHED", "RUNNING", "FAILED", "KILLED", "SCHEDULED")
@@ -310,23 +347,119 @@ class Tracker:
         runs = self.runs_with_hash(config_hash, "FINISHED")
         return runs[0] if runs else None
 
-    def mark_stale(self, config_hash: str) -> list[str]:
-        """Close every RUNNING run of ``config_hash`` as KILLED with tag ``harness.stale=true``.
-
-        Called by a job before it opens its own run: a RUNNING run with the same config hash
-        is taken as one whose process died (SIGKILL, power loss) without closing it. Two
-        live jobs with the same config hash at the same moment would therefore close each
-        other's run; a sweep never launches the same configuration twice.
+    def mark_stale(self, config_hash: str, owner: "Owner | None" = None) -> list[str]:
+        """Close every RUNNING run of ``config_hash`` whose process is gone as KILLED, with the
+        tags ``harness.stale=true`` and ``harness.stale_reason``; runs of live processes are
+        left alone (see :func:`owner_state`; ``owner`` is the calling job's process).
 
         Returns:
             The ids of the runs closed.
         """
-        ids = []
+        stale: list[tuple[str, str]] = []
+        self._live_runs(config_hash, owner, stale)
+        return [run_id for run_id, _ in stale]
+
+    def _close_stale(self, run_id: str, reason: str) -> None:
+        self.client.set_tag(run_id, STALE_TAG, "true")
+        self.client.set_tag(run_id, STALE_REASON_TAG, reason[:MAX_TAG_VALUE])
+        self.client.set_terminated(run_id, status="KILLED")
+
+    def _live_runs(self, config_hash: str, owner: "Owner | None", stale: list[tuple[str, str]], skip: str | None = None) -> list["BusyRun"]:
+        """RUNNING runs of ``config_hash`` (other than ``skip``) whose process is alive, in
+        creation order (:data:`CLAIM_TAG`, else start time; ties by run id). The others are
+        closed as stale and appended to ``stale`` as ``(run id, reason)``."""
+        now = time.time()
+        live = []
         for run in self.runs_with_hash(config_hash, "RUNNING"):
-            self.client.set_tag(run.info.run_id, STALE_TAG, "true")
-            self.client.set_terminated(run.info.run_id, status="KILLED")
-            ids.append(run.info.run_id)
-        return ids
+            if run.info.run_id == skip:
+                continue
+            tags = run.data.tags
+            alive, reason = owner_state(tags, run.info.start_time, owner, now=now)
+            if not alive:
+                self._close_stale(run.info.run_id, reason)
+                stale.append((run.info.run_id, reason))
+                continue
+            live.append(BusyRun.of(run, config_hash, reason, now))
+        return sorted(live, key=lambda b: b.order)
+
+    def claim(
+        self,
+        config_hash: str,
+        run_name: str,
+        *,
+        owner: "Owner",
+        tags: Mapping[str, Any] | None = None,
+        start_time: float | None = None,
+        resume: bool = True,
+        lock: bool | None = None,
+    ) -> "Claim":
+        """Open the run of a job unless its configuration is running or (with ``resume``) done.
+
+        In order: RUNNING runs of ``config_hash`` whose process is gone are closed as stale;
+        if one whose process is alive remains, nothing is opened (``Claim.busy`` names the
+        oldest); else with ``resume`` the newest FINISHED run makes the job a skip
+        (``Claim.finished``); else the run is created (:meth:`start`) with ``tags``, the
+        ``config_hash`` tag, ``owner``'s process tags, a first heartbeat and the claim time,
+        and becomes the tracker's current run (``Claim.run_id``). RUNNING is looked up
+        before FINISHED, so a rival that finishes in between is still seen.
+
+        Atomicity, so that two jobs of one configuration started at the same moment never
+        both run: with ``lock`` (the default for a SQLite store) the look-up and the
+        creation hold the store's file lock (:func:`store_lock`). Without it (any other
+        store: a tracking server cannot be locked from here) the job creates its run, waits
+        :data:`CLAIM_SETTLE_S` plus the time the creation took, lists the RUNNING runs
+        again and yields to a live run created before its own (by :data:`CLAIM_TAG`, ties
+        by run id), deleting its own run; the oldest live claim never yields, so one job
+        runs. This holds when every claim's creation takes less than the settle time plus
+        the others' creation time and the hosts' clocks agree to within that: with clocks
+        further apart, two jobs can still both run (the later one's run is then an
+        ordinary duplicate, never closed while alive).
+
+        Args:
+            config_hash: hex digest from :func:`harness.build.config_hash`.
+            run_name: the run's name.
+            owner: the job's process (:meth:`Owner.current` in the job's process).
+            tags: further tags for the run (values cut to MLflow's tag limit).
+            start_time: the run's start as Unix seconds (default: now).
+            resume: skip when a FINISHED run of ``config_hash`` exists.
+            lock: hold the store's file lock (True needs a SQLite store); None = for SQLite.
+
+        Raises:
+            ValueError: ``config_hash`` not lowercase hex; ``lock=True`` on a store other
+                than SQLite.
+            filelock.Timeout: the store's lock was not acquired within :data:`SQLITE_LOCK_TIMEOUT_S`.
+        """
+        locked = sqlite_path(self.tracking_uri) is not None if lock is None else bool(lock)
+        if locked and sqlite_path(self.tracking_uri) is None:
+            raise ValueError(f"lock=True needs a sqlite:/// tracking store, got {self.tracking_uri!r}")
+        stale: list[tuple[str, str]] = []
+        with store_lock(self.tracking_uri) if locked else contextlib.nullcontext():
+            live = self._live_runs(config_hash, owner, stale)
+            if live:
+                return Claim(busy=live[0], stale=stale)
+            if resume:
+                done = self.finished_run(config_hash)
+                if done is not None:
+                    return Claim(finished=done, stale=stale)
+            t0 = time.time()
+            claimed_ms = int(t0 * 1000)
+            run_tags = {**(tags or {}), "config_hash": config_hash, **owner.tags(), HEARTBEAT_TAG: str(int(t0)), CLAIM_TAG: str(claimed_ms)}
+            run_id = self.start(run_name, tags=run_tags, start_time=start_time)
+            if not locked:
+                time.sleep(CLAIM_SETTLE_S + (time.time() - t0))
+            mine = (claimed_ms, run_id)
+            earlier = [b for b in self._live_runs(config_hash, owner, stale, skip=run_id) if b.order < mine]
+            done = self.finished_run(config_hash) if resume and not earlier and not locked else None
+            if earlier or done is not None:
+                self.client.set_terminated(run_id, status="KILLED")
+                self.client.delete_run(run_id)  # an empty run (no params yet): it never happened
+                self.run_id = None
+                return Claim(busy=earlier[0] if earlier else None, finished=done, stale=stale)
+        return Claim(run_id=run_id, stale=stale)
+
+    def heartbeat(self, run_id: str | None = None) -> None:
+        """Set ``harness.heartbeat`` of ``run_id`` (default: the current run) to now (Unix seconds)."""
+        self.client.set_tag(run_id or self.run_id, HEARTBEAT_TAG, str(int(time.time())))
 
     @contextlib.contextmanager
     def run(self, run_name: str, tags: Mapping[str, str] | None = None) -> Iterator["Tracker"]:
@@ -495,6 +628,11 @@ class Tracker:
         """Record on a sweep's parent that job ``job`` was skipped (its config already FINISHED as ``finished_run_id``)."""
         self.client.set_tag(parent_run_id, f"{SKIPPED_PREFIX}{int(job)}", finished_run_id)
 
+    def note_busy(self, parent_run_id: str, job: int, running_run_id: str) -> None:
+        """Record on a sweep's parent that job ``job`` was skipped because its configuration
+        is RUNNING as ``running_run_id`` in another live process."""
+        self.client.set_tag(parent_run_id, f"{BUSY_PREFIX}{int(job)}", running_run_id)
+
     def close_dead_sweeps(self) -> list[tuple[str, list[str]]]:
         """Close this experiment's RUNNING sweep parents whose process is gone, and their RUNNING children.
 
@@ -603,3 +741,165 @@ def _process_is_dead(host: str | None, pid: str | None, start: str | None) -> bo
     now = process_start(int(pid))
     return now is None or (bool(start) and now != start)
 
+
+
+def _process_started_at(pid: int) -> float | None:
+    """Start of a live process as Unix seconds (boot time from ``/proc/stat`` plus its start
+    ticks), or None where that cannot be read."""
+    ticks = process_start(pid)
+    if ticks is None:
+        return None
+    try:
+        with open("/proc/stat", encoding="utf-8") as fh:
+            boot = next(float(line.split()[1]) for line in fh if line.startswith("btime "))
+        return boot + int(ticks) / os.sysconf("SC_CLK_TCK")
+    except (OSError, StopIteration, ValueError, IndexError):
+        return None
+
+
+@dataclasses.dataclass(frozen=True)
+class Owner:
+    """The process that owns a job's run.
+
+    Attributes:
+        host: host name (``socket.gethostname()``).
+        pid: process id on that host.
+        pid_start: the process's start in clock ticks since boot (``/proc/<pid>/stat`` field
+            22), ``""`` where unknown; with the pid it tells a reused pid apart.
+    """
+
+    host: str
+    pid: int
+    pid_start: str = ""
+
+    @classmethod
+    def current(cls) -> "Owner":
+        """This process."""
+        return cls(socket.gethostname(), os.getpid(), process_start(os.getpid()) or "")
+
+    def tags(self) -> dict[str, str]:
+        """``harness.host``, ``harness.pid``, ``harness.pid_start`` tags naming this process."""
+        return {HOST_TAG: self.host, PID_TAG: str(self.pid), PID_START_TAG: self.pid_start}
+
+
+def owner_state(tags: Mapping[str, str], start_time_ms: int | None, me: Owner | None = None, now: float | None = None) -> tuple[bool, str]:
+    """Whether the process behind a RUNNING run is alive, and why: ``(alive, reason)``.
+
+    Rules, in order:
+
+    * no ``harness.host``/``harness.pid`` tags (a run made by an older version): dead, as
+      such runs always were;
+    * on this host: the run was left open by ``me`` itself (same pid and start; a process
+      runs one job at a time), no process has the pid, it is a zombie, or the pid now
+      belongs to a process that started at another time than ``harness.pid_start`` (when
+      that tag is empty: after the run's start) — dead; a live process whose run has had
+      no heartbeat for :data:`HEARTBEAT_TIMEOUT_S` (its tracking worker is gone) — dead;
+      otherwise alive;
+    * on another host the process cannot be checked: alive while the last heartbeat (else
+      the run's start) is at most :data:`HEARTBEAT_TIMEOUT_S` old, dead after that.
+
+    Args:
+        tags: the run's tags.
+        start_time_ms: the run's start (MLflow ``start_time``, Unix milliseconds) or None.
+        me: the calling job's process.
+        now: the current Unix time (default: now).
+    """
+    now = time.time() if now is None else now
+    host, pid, start = tags.get(HOST_TAG), tags.get(PID_TAG), tags.get(PID_START_TAG) or ""
+    if not host or not pid:
+        return False, "it records no process (harness.host/harness.pid tags: made by an older version)"
+    try:
+        pid_n = int(pid)
+    except ValueError:
+        return False, f"its harness.pid tag {pid!r} is not a process id"
+    beat = tags.get(HEARTBEAT_TAG)
+    try:
+        last = float(beat) if beat else (start_time_ms / 1000 if start_time_ms else None)
+    except ValueError:
+        last = start_time_ms / 1000 if start_time_ms else None
+    age = None if last is None else max(0.0, now - last)
+    limit = f"{HEARTBEAT_TIMEOUT_S:.0f} s"
+    if host != socket.gethostname():
+        if age is not None and age > HEARTBEAT_TIMEOUT_S:
+            return False, f"pid {pid} on host {host} (another machine) has sent no heartbeat for {age:.0f} s (more than {limit})"
+        heard = "no heartbeat recorded" if age is None else f"last heartbeat {age:.0f} s ago"
+        return True, f"on another machine its process cannot be checked from here: it counts as running until its heartbeat is over {limit} old ({heard})"
+    if me is not None and me.host == host and me.pid == pid_n and (not start or not me.pid_start or start == me.pid_start):
+        return False, f"it was left open by this very process (pid {pid}), which runs one job at a time"
+    if _process_is_dead(host, pid, start):
+        now_start = process_start(pid_n)
+        if now_start is None:
+            return False, f"pid {pid} is no longer running on this host"
+        return False, f"pid {pid} now belongs to another process (started at tick {now_start}, the run's owner at tick {start})"
+    if not start and start_time_ms:
+        began = _process_started_at(pid_n)
+        if began is not None and began > start_time_ms / 1000 + 2.0:
+            return False, f"pid {pid} now belongs to a process that started after the run did"
+    if age is not None and age > HEARTBEAT_TIMEOUT_S:
+        return False, f"pid {pid} runs, but the run has had no heartbeat for {age:.0f} s (more than {limit}): its tracking worker is gone"
+    return True, f"pid {pid} is alive on this host"
+
+
+@dataclasses.dataclass(frozen=True)
+class BusyRun:
+    """A RUNNING run of a configuration whose process is alive (see :meth:`Tracker.claim`).
+
+    Attributes:
+        run_id, run_name: the run.
+        config_hash: its configuration.
+        host, pid: its process (tags ``harness.host``, ``harness.pid``).
+        started_ms: its MLflow start time (Unix milliseconds; 0 when unknown).
+        claimed_ms: its creation time (tag ``harness.claimed_ms``; else ``started_ms``).
+        reason: why it counts as alive (:func:`owner_state`).
+        same_host: True when its process runs on this host (and was checked).
+    """
+
+    run_id: str
+    run_name: str
+    config_hash: str
+    host: str
+    pid: str
+    started_ms: int
+    claimed_ms: int
+    reason: str
+    same_host: bool
+
+    @classmethod
+    def of(cls, run: Any, config_hash: str, reason: str, now: float | None = None) -> "BusyRun":
+        """From an MLflow run and the reason :func:`owner_state` gave."""
+        tags = run.data.tags
+        started = int(run.info.start_time or 0)
+        try:
+            claimed = int(tags.get(CLAIM_TAG) or started)
+        except ValueError:
+            claimed = started
+        host = tags.get(HOST_TAG, "")
+        return cls(run.info.run_id, run.info.run_name or "", config_hash, host, tags.get(PID_TAG, ""), started, claimed, reason, host == socket.gethostname())
+
+    @property
+    def order(self) -> tuple[int, str]:
+        """Creation order: ``(claimed_ms, run_id)``."""
+        return (self.claimed_ms, self.run_id)
+
+    def message(self) -> str:
+        """One line naming the run, its process and why it counts as alive."""
+        import datetime
+
+        when = datetime.datetime.fromtimestamp(self.started_ms / 1000, datetime.timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC") if self.started_ms else "unknown"
+        return (
+            f"this configuration (config_hash {self.config_hash}) is already RUNNING as run {self.run_id}"
+            f" ({self.run_name or 'unnamed'}; pid {self.pid} on host {self.host}, started {when}); {self.reason}."
+            " A configuration is never run twice at once: rerun when that run has ended to reuse its result"
+        )
+
+
+@dataclasses.dataclass
+class Claim:
+    """Outcome of :meth:`Tracker.claim`: exactly one of ``run_id`` (the run was opened),
+    ``busy`` (a live RUNNING run of the configuration) or ``finished`` (its newest FINISHED
+    MLflow run) is set; ``stale`` lists the RUNNING runs closed on the way as ``(run id, reason)``."""
+
+    run_id: str | None = None
+    busy: BusyRun | None = None
+    finished: Any = None
+    stale: list[tuple[str, str]] = dataclasses.field(default_factory=list)

@@ -12,11 +12,16 @@ One worker serves a process (:func:`worker`; started on first use, reused by eve
 sweep, restarted if it died): ``python -m harness.tracking_worker FD`` with one end of a
 socket pair, speaking :mod:`multiprocessing.connection` messages (pickle between this
 process and its own child; nothing from elsewhere is unpickled). Requests are answered in
-order: ``("open", {...})`` opens a job's run (:func:`_open`), ``("call", {...})`` calls one
+order: ``("open", {...})`` claims and opens a job's run (:func:`_open`), ``("call", {...})`` calls one
 :class:`harness.tracking.Tracker` logging method on it, ``("fail", {...})`` closes it as
 FAILED/KILLED with the error, ``("end", {...})`` closes it. The job's side is
 :class:`Opening` (the pending ``open`` request) and :class:`WorkerTracker` (the run, with
 the methods of :class:`~harness.tracking.Tracker` that a job logs with).
+
+Heartbeat: while a job's run is open the worker renews its ``harness.heartbeat`` tag every
+:data:`harness.tracking.HEARTBEAT_S` seconds between requests, so another job of the same
+configuration, on this host or another, can tell a live run from one whose processes are
+gone (:func:`harness.tracking.owner_state`).
 
 Signals: the worker ignores SIGINT and SIGTERM (Ctrl-C reaches the whole process group);
 the job records the interrupt on its run through the worker. When the job's process ends
@@ -29,12 +34,14 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import dataclasses
 import os
 import signal
 import socket
 import subprocess
 import sys
 import threading
+import time
 from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any, Iterator, Mapping
@@ -59,6 +66,24 @@ class TrackingWorkerError(RuntimeError):
     def __init__(self, message: str, worker_traceback: str = "") -> None:
         super().__init__(message)
         self.worker_traceback = worker_traceback
+
+
+class RunBusy(Exception):
+    """Raised in the job by :meth:`Opening.check` when its configuration is RUNNING in another
+    live process (:meth:`harness.tracking.Tracker.claim`): nothing was opened.
+
+    The message is one line naming that run, its pid and host, and why it counts as alive.
+
+    Attributes:
+        busy: the fields of :class:`harness.tracking.BusyRun` (``run_id``, ``pid``,
+            ``host``, ``started_ms``, ``reason``, ...).
+    """
+
+    def __init__(self, busy: Mapping[str, Any]) -> None:
+        from harness.tracking import BusyRun
+
+        self.busy = dict(busy)
+        super().__init__(BusyRun(**self.busy).message())
 
 
 class RunSkipped(Exception):
@@ -243,7 +268,9 @@ class WorkerTracker:
         """Close the run as KILLED (``KeyboardInterrupt``/``SystemExit``) or FAILED with the
         error; replies of logging calls still pending are read and dropped first. Best
         effort: when the worker cannot record it (it died), a line on stderr says so and
-        the run is left RUNNING, to be closed as stale by the next job of its configuration."""
+        the run is left RUNNING, to be closed as stale by a later job of its configuration
+        (once this process has ended, or its heartbeat is older than
+        :data:`harness.tracking.HEARTBEAT_TIMEOUT_S`)."""
         from harness.tracking import failure_record
 
         status, message, text = failure_record(exc)
@@ -251,7 +278,7 @@ class WorkerTracker:
             self._worker.drain()
             self._worker.call("fail", status=status, message=message, traceback_text=text)
         except TrackingWorkerError as err:  # the job's own error is the one to raise
-            print(f"could not record {status} on run {self.run_id}: {err}", file=sys.stderr)
+            print(f"could not record {status} on run {self.run_id}: {err}; it stays RUNNING until a later job of its configuration closes it as stale", file=sys.stderr)
 
     @contextlib.contextmanager
     def closing(self) -> Iterator["WorkerTracker"]:
@@ -271,14 +298,18 @@ class Opening:
 
     Args:
         **request: the ``open`` request's fields (see :func:`_open`); the job's ``MLFLOW_*``
-            environment variables are added as ``env``.
+            environment variables are added as ``env`` and this process as ``owner`` (the
+            run's ``harness.host``/``harness.pid``/``harness.pid_start`` tags).
 
     The job polls with :meth:`check`, blocks with :meth:`wait` and collects the run with
     :meth:`result`. :attr:`waited` is the time in seconds the job spent blocked in them.
     """
 
     def __init__(self, **request: Any) -> None:
+        from harness.tracking import Owner
+
         request.setdefault("env", {k: v for k, v in os.environ.items() if k.startswith("MLFLOW_")})
+        request.setdefault("owner", dataclasses.asdict(Owner.current()))
         self._worker = worker()
         self._worker.send("open", **request)
         self._reply: dict | None = None
@@ -298,13 +329,16 @@ class Opening:
                 self.waited += time.perf_counter() - t0
             if self._reply is not None and self._reply.get("stale"):
                 stale = self._reply["stale"]
-                print(f"closed {len(stale)} stale RUNNING run(s) of this configuration as KILLED: {', '.join(stale)}")
+                named = ", ".join(f"{run_id} ({reason})" for run_id, reason in stale)
+                print(f"closed {len(stale)} stale RUNNING run(s) of this configuration as KILLED: {named}")
+                sys.stdout.flush()
 
     def check(self) -> None:
         """Return at once unless the worker has answered with a skip or an error.
 
         Raises:
             RunSkipped: the resume lookup found a FINISHED run.
+            RunBusy: the configuration is RUNNING in another live process.
             TrackingWorkerError: the run could not be opened (e.g. an unreachable tracking server).
         """
         if self._reply is None and self._error is None and not self._worker.ready():
@@ -315,12 +349,14 @@ class Opening:
         """Wait for the worker's answer (Ctrl-C is seen while waiting).
 
         Raises:
-            RunSkipped, TrackingWorkerError: as :meth:`check`.
+            RunSkipped, RunBusy, TrackingWorkerError: as :meth:`check`.
         """
         self._read()
         if self._error is not None:
             raise self._error
         assert self._reply is not None
+        if self._reply.get("busy") is not None:
+            raise RunBusy(self._reply["busy"])
         if self._reply["finished"] is not None:
             raise RunSkipped(self._reply["finished"])
 
@@ -328,7 +364,7 @@ class Opening:
         """Wait for the answer and return the job's open run.
 
         Raises:
-            RunSkipped, TrackingWorkerError: as :meth:`check`.
+            RunSkipped, RunBusy, TrackingWorkerError: as :meth:`check`.
         """
         self.wait()
         assert self._reply is not None
@@ -338,19 +374,23 @@ class Opening:
 # ---------------------------------------------------------------------------------------- worker side
 
 
-def _open(state: dict, *, cwd, env, uri, experiment, artifact_location, name, config_hash, resume, parent, params, config_yaml, start_time, tags) -> dict:
-    """Open a job's run: the experiment (created when missing); with ``resume`` the newest
-    FINISHED run of ``config_hash`` (then nothing is opened; in a sweep the parent run
-    ``parent = (run id, job)`` records the skip); close stale RUNNING runs of the hash; open
-    the run dated ``start_time`` (Unix seconds) as a child of ``parent`` when that run is
-    RUNNING, with ``tags``, ``params`` and ``config.yaml``. ``cwd`` and ``env`` (the job's
+def _open(state: dict, *, cwd, env, uri, experiment, artifact_location, name, config_hash, resume, parent, params, config_yaml, start_time, tags, owner=None) -> dict:
+    """Claim and open a job's run (:meth:`harness.tracking.Tracker.claim`): the experiment
+    (created when missing); RUNNING runs of ``config_hash`` whose process is gone closed as
+    stale; a RUNNING run whose process is alive, or with ``resume`` the newest FINISHED run,
+    makes the job a skip (nothing is opened; in a sweep the parent run ``parent = (run id,
+    job)`` records it); else the run dated ``start_time`` (Unix seconds) is opened as a
+    child of ``parent`` when that run is RUNNING, with ``tags``, the process tags of
+    ``owner`` (the job's process, ``{"host", "pid", "pid_start"}``; default the worker's
+    parent process), ``params`` and ``config.yaml``. ``cwd`` and ``env`` (the job's
     ``MLFLOW_*`` variables) are applied first, so relative paths and MLflow settings mean
     what they mean in the job's process.
 
     Returns:
-        ``{"run_id": str | None, "finished": {"run_id", "metrics"} | None, "stale": [run ids]}``.
+        ``{"run_id": str | None, "finished": {"run_id", "metrics"} | None, "busy": BusyRun
+        fields | None, "stale": [(run id, reason)]}``.
     """
-    from harness.tracking import JOB_TAG, PARENT_TAG, Tracker
+    from harness.tracking import JOB_TAG, PARENT_TAG, Owner, Tracker, process_start
 
     os.chdir(cwd)
     for key in [k for k in os.environ if k.startswith("MLFLOW_") and k not in env]:
@@ -366,21 +406,44 @@ def _open(state: dict, *, cwd, env, uri, experiment, artifact_location, name, co
                 parent = None  # a sweep folder reused after its sweep ended must not adopt new runs
         except Exception:  # noqa: BLE001 - a deleted or foreign parent: log the run on its own
             parent = None
-    if resume:
-        done = tracker.finished_run(config_hash)
-        if done is not None:
-            if parent is not None:
-                tracker.note_skipped(parent[0], parent[1], done.info.run_id)
-            return {"run_id": None, "finished": {"run_id": done.info.run_id, "metrics": dict(done.data.metrics)}, "stale": []}
-    stale = tracker.mark_stale(config_hash)
-    tags = {"config_hash": config_hash, **tags}
+    if owner is None:
+        owner = {"host": socket.gethostname(), "pid": os.getppid(), "pid_start": process_start(os.getppid()) or ""}
+    tags = dict(tags)
     if parent is not None:
         tags.update({PARENT_TAG: parent[0], JOB_TAG: str(parent[1])})
-    tracker.start(name, tags=tags, start_time=start_time)
+    claim = tracker.claim(config_hash, name, owner=Owner(**owner), tags=tags, start_time=start_time, resume=resume)
+    if claim.busy is not None:
+        if parent is not None:
+            tracker.note_busy(parent[0], parent[1], claim.busy.run_id)
+        return {"run_id": None, "finished": None, "busy": dataclasses.asdict(claim.busy), "stale": claim.stale}
+    if claim.finished is not None:
+        done = claim.finished
+        if parent is not None:
+            tracker.note_skipped(parent[0], parent[1], done.info.run_id)
+        return {"run_id": None, "finished": {"run_id": done.info.run_id, "metrics": dict(done.data.metrics)}, "busy": None, "stale": claim.stale}
     state["open"] = tracker
+    state["beat"] = time.monotonic()
     tracker.log_params(params)
     tracker.log_text(config_yaml, "config.yaml")
-    return {"run_id": tracker.run_id, "finished": None, "stale": stale}
+    return {"run_id": tracker.run_id, "finished": None, "busy": None, "stale": claim.stale}
+
+
+def _heartbeat(state: dict) -> float:
+    """Renew the open run's heartbeat when :data:`harness.tracking.HEARTBEAT_S` has passed
+    (best effort: a failed write is retried at the next beat); returns the seconds until the
+    next beat is due (:data:`~harness.tracking.HEARTBEAT_S` when no run is open)."""
+    from harness.tracking import HEARTBEAT_S
+
+    tracker = state.get("open")
+    if tracker is None:
+        return HEARTBEAT_S
+    due = state.get("beat", 0.0) + HEARTBEAT_S - time.monotonic()
+    if due > 0:
+        return due
+    state["beat"] = time.monotonic()
+    with contextlib.suppress(Exception):
+        tracker.heartbeat()
+    return HEARTBEAT_S
 
 
 def _handle(state: dict, op: str, kwargs: dict) -> Any:
@@ -418,6 +481,8 @@ def serve(fd: int) -> int:
     state: dict = {"trackers": {}, "open": None}
     while True:
         try:
+            while not conn.poll(_heartbeat(state)):
+                pass
             op, kwargs = conn.recv()
         except (EOFError, OSError):
             break

@@ -334,6 +334,7 @@ def run_study(
 
     from harness.metrics import mlflow_key
     from harness.run import execute
+    from harness.tracking_worker import RunBusy
 
     if isinstance(trials, bool) or not isinstance(trials, int) or trials < 1:
         raise ValueError(f"--trials must be an integer >= 1, got {trials!r}")
@@ -370,6 +371,8 @@ def run_study(
         started_ms = int(time.time() * 1000) - 1000
         try:
             result = execute(cfg)
+        except RunBusy:  # the configuration runs in another process: nothing of this trial is in MLflow
+            raise
         except BaseException:
             run_id = _tag_run(cfg, None, started_ms, tags)
             if run_id:

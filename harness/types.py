@@ -205,12 +205,16 @@ class Dataset:
         documents: the corpus, ordered; doc ids unique.
         queries: labelled queries, each evidence span checked against ``documents``.
         source: where it was loaded from (a path or URL), for provenance.
+        load_report: what the loader dropped or could not resolve (a
+            :class:`harness.datasets.report.LoadReport`, e.g. its
+            ``queries_without_evidence`` count), or None; not part of equality.
     """
 
     name: str
     documents: tuple[Document, ...]
     queries: tuple[Query, ...]
     source: str = ""
+    load_report: Any = field(default=None, compare=False, repr=False)
 
     @property
     def by_id(self) -> dict[str, Document]:

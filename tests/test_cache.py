@@ -1,5 +1,7 @@
 """On-disk caches: a second identical run embeds nothing, keys change with the model and the
-chunker, dimension mismatches are refused, and SIGKILLed writers leave only valid entries.
+chunker, dimension mismatches are refused, damaged rows are discarded and overwritten (the
+fault suite in tests/faults/test_fault_caches.py covers whole runs), and SIGKILLed writers
+leave only valid entries.
 
 Everything is real: the packaged MiniLM model, FAISS, the kestrel_kb dataset, SQLite and
 JSON files under ``tmp_path``."""
@@ -44,6 +46,28 @@ def test_embedding_cache_round_trip_is_exact_and_keyed(tmp_path):
     store.put("m1", {"a": _vec(99)})  # an existing entry is kept (same key = same vector)
     assert np.array_equal(store.get("m1", ["a"])["a"], _vec(1))
     assert store.count() == 2
+
+
+def test_a_damaged_row_is_a_warned_miss_and_the_next_put_overwrites_only_it(tmp_path):
+    import sqlite3
+    import warnings
+
+    store = hc.EmbeddingCache(tmp_path / "embeddings")
+    store.put("m1", {"a": _vec(1), "b": _vec(2)})
+    con = sqlite3.connect(store.path)
+    with con:  # one flipped bit in "a"; SQLite itself sees nothing wrong
+        blob = bytearray(con.execute("SELECT vec FROM vectors WHERE text_key = 'a'").fetchone()[0])
+        blob[100] ^= 0x10
+        con.execute("UPDATE vectors SET vec = ? WHERE text_key = 'a'", (bytes(blob),))
+    con.close()
+    with pytest.warns(UserWarning, match=rf"{store.path}: discarded 1 stored vector that failed checksum"):
+        got = store.get("m1", ["a", "b"], dim=384)
+    assert set(got) == {"b"} and store.n_damaged == 1
+    store.put("m1", {"a": _vec(1), "b": _vec(99)})  # "a" is rewritten, the healthy "b" is kept
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        got = store.get("m1", ["a", "b"], dim=384)
+    assert np.array_equal(got["a"], _vec(1)) and np.array_equal(got["b"], _vec(2))
 
 
 def test_dimension_mismatch_raises_naming_both_dimensions(tmp_path):

@@ -205,7 +205,7 @@ def test_property_cl100k_windows_retokenise_within_the_limit(text, size, overlap
     for c in chunks:
         assert len(enc.encode_ordinary(c.text)) <= size
         assert c.chunk_id == make_chunk_id(doc.doc_id, c.spans) and c.parent_id is None
-        assert c.metadata == {"unit": "tokens", "n_chars": c.end - c.start}
+        assert c.metadata == {"unit": "tokens", "n_chars": c.end - c.start, "size": len(enc.encode_ordinary(c.text))}
     assert not uncovered_non_space(doc, chunks)
     assert [c.start for c in chunks] == sorted(c.start for c in chunks)
 

@@ -32,7 +32,8 @@ def test_every_config_file_composes(group, name):
 
 
 def check_contract(chunker, documents, chunks):
-    """The invariants of :class:`harness.chunkers.base.Chunker` (see its docstring)."""
+    """The invariants of :class:`harness.chunkers.base.Chunker` (see its docstring); the size
+    limit is measured on the embedded text ``chunk.text``, not only on the span text."""
     docs = {d.doc_id: d for d in documents}
     assert chunks, "no chunks"
     limit = chunker.size_limit()
@@ -49,8 +50,11 @@ def check_contract(chunker, documents, chunks):
         source = "".join(parts)
         assert source.strip(), f"whitespace-only chunk {c.chunk_id}"
         if counter is not None:
-            n = counter.count(source)
+            # the limit holds for what is embedded (prefix, joiners and suffix included), and
+            # each chunk records that size in the limit's unit
+            n = counter.count(c.text)
             assert n <= limit[2], (c.chunk_id, n, limit)
+            assert (meta.get("size"), meta.get("unit")) == (n, limit[0]), (c.chunk_id, meta.get("size"), meta.get("unit"), n, limit)
         assert c.spans not in seen_spans or c.parent_id, f"duplicate spans {c.chunk_id}"
         seen_spans.add(c.spans)
         if chunker.contiguous:

@@ -88,19 +88,20 @@ def test_beir_sample_documents_queries_and_whole_document_evidence():
         "empty_documents": 1,
         "qrels_empty_document": 1,
         "qrels_unknown_document": 1,
-        "queries_without_qrels": 1,
+        "queries_without_evidence": 1,  # q9: excluded, not scored 0
     }
-    assert report.info == {"qrels_not_relevant": 1}
+    assert report.info == {"qrels_not_relevant": 1, "queries_without_qrels": 1}
+    assert ds.load_report is report
     assert any("test.tsv:14" in p and "nowhere" in p for p in report.problems)
     assert label_level(ds) == "document"
     assert all(d.metadata["label_level"] == "document" for d in ds.documents)
 
 
 def test_beir_load_logs_the_dropped_counts(caplog):
-    with caplog.at_level("WARNING", logger="harness.datasets.beir"):
+    with caplog.at_level("WARNING", logger="harness.datasets.beir"), pytest.warns(UserWarning, match="1 labelled query without evidence"):
         ds = load_beir(BEIR, name="saltmere")
     assert ds.name == "saltmere"
-    assert "queries_without_qrels=1" in caplog.text
+    assert "queries_without_evidence=1" in caplog.text and "'q9'" in caplog.text
 
 
 def _beir_copy(tmp_path) -> Path:
@@ -154,7 +155,8 @@ def test_squad_sample_documents_and_answer_spans():
     assert [(e.doc_id, e.start, e.end, e.text) for e in q["s1"].evidence] == [("Chapel#0", 21, 25, "1702")]
     (only,) = q["s3"].evidence  # answers="first" keeps the first listed answer
     assert only.text == "for weddings and for the blessing of the boats each May" and only.end - only.start == 55
-    assert report.counts == {"unanswerable": 2}
+    assert report.counts == {"queries_without_evidence": 2}  # unanswerable: excluded, not scored 0
+    assert report.info == {"unanswerable": 2}
     assert "qas[3]" in report.problems[0] and "'s5'" in report.problems[0]
     for query in ds.queries:
         for e in query.evidence:
@@ -311,11 +313,11 @@ def test_validate_prints_counts_and_problems_for_each_format(tmp_path, capsys):
     assert main(["validate", str(BEIR)]) == 0
     out = capsys.readouterr().out
     assert "(beir format)" in out and "queries:         8" in out and "10/10 in range" in out
-    assert "queries_without_qrels=1" in out and "document level" in out
+    assert "queries_without_evidence=1" in out and "document level" in out
 
     assert main(["validate", str(SQUAD)]) == 0
     out = capsys.readouterr().out
-    assert "(squad format)" in out and "documents:       4" in out and "unanswerable=2" in out and "9/9" in out
+    assert "(squad format)" in out and "documents:       4" in out and "queries_without_evidence=2" in out and "9/9" in out
 
     assert main(["validate", str(EXCERPTS)]) == 0
     out = capsys.readouterr().out

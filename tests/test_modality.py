@@ -72,12 +72,18 @@ def test_oversize_table_split_between_rows_with_caption_and_header_prefix(docs):
     chunker = ModalityChunker(text_chunker=chars(80))
     tables = [c for c in chunker.chunk(html) if c.metadata["modality"] == "table"]
     header = "| Day | Opens | Closes |\n| --- | --- | --- |"
-    # caption+header = 115..183 (68 chars) fits 80, adding row 1 (to 212) would not; rows 1-2 = 184..239 (55)
-    assert [c.spans for c in tables] == [((115, 183),), ((184, 239),)]
-    assert [c.metadata["rows"] for c in tables] == [[0, 0], [1, 2]]
+    # caption+header = 115..183 (68 chars) fits 80, adding row 1 (to 212) would not. Later pieces
+    # repeat caption + header as a prefix that counts against the limit; at 69 characters it is
+    # longer than half of 80, so it is cut to its first 38 characters + "\n" (39 <= 40). Then
+    # prefix + row 1 (28 chars) = 67 fits, prefix + rows 1-2 (55) = 94 does not: one row each.
+    assert [c.spans for c in tables] == [((115, 183),), ((184, 212),), ((213, 239),)]
+    assert [c.metadata["rows"] for c in tables] == [[0, 0], [1, 1], [2, 2]]
     assert "prefix" not in tables[0].metadata
-    assert tables[1].metadata["prefix"] == "Table 2: Opening hours\n" + header + "\n"
-    assert tables[1].text == tables[1].metadata["prefix"] + "| Saturday | 10:00 | 16:00 |\n| Sunday | 12:00 | 16:00 |"
+    cut = "Table 2: Opening hours\n| Day | Opens |\n"
+    assert [c.metadata.get("prefix") for c in tables[1:]] == [cut, cut]
+    assert all(c.metadata["prefix_truncated"] for c in tables[1:])
+    assert tables[1].text == cut + "| Saturday | 10:00 | 16:00 |"
+    assert all(len(c.text) <= 80 for c in tables)
     check_contract(chunker, [html], chunker.chunk(html))
     keep = ModalityChunker(text_chunker=chars(80), oversize_tables="keep")
     assert keep.size_limit() is None
@@ -113,9 +119,12 @@ def test_elements_are_inferred_for_plain_documents():
     csv_doc = Document("fees.csv", "berth,fee\nA1,12\nA2,14\n")
     assert infer_elements(csv_doc) == [{"type": "table", "start": 0, "end": 21, "format": "csv"}]
     split = ModalityChunker(text_chunker=chars(12)).chunk(csv_doc)
-    # header "berth,fee" (0-9); rows "A1,12" (10-15) and "A2,14" (16-21): 0..15 is 15 chars > 12
-    assert [c.spans for c in split] == [((0, 9),), ((10, 21),)]
-    assert split[1].metadata["prefix"] == "berth,fee\n"
+    # header "berth,fee" (0-9); rows "A1,12" (10-15) and "A2,14" (16-21): 0..15 is 15 chars > 12.
+    # The repeated header "berth,fee\n" (10 chars) is longer than half the limit (6): cut to
+    # "berth\n"; "berth\n" + "A1,12" = 11 fits, with both rows (17) it does not.
+    assert [c.spans for c in split] == [((0, 9),), ((10, 15),), ((16, 21),)]
+    assert [c.metadata["prefix"] for c in split[1:]] == ["berth\n", "berth\n"]
+    assert all(len(c.text) <= 12 for c in split)
     assert infer_elements(Document("tool.py", "x = '| a | b |'\n")) == []
     assert ModalityChunker(infer_elements=False).chunk(doc)[0].spans == ((0, 87),)
 

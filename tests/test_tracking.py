@@ -173,7 +173,8 @@ def test_three_job_sweep_with_a_failing_middle_job(tmp_path):
     jobs = _by_job(children)
     assert [r.info.status for r in jobs] == ["FINISHED", "FAILED", "FINISHED"]
     assert [r.info.run_name for r in jobs] == ["fixed-100-0-bm25", "fixed-0-0-bm25", "fixed-150-0-bm25"]
-    assert "chunker.chunk_size must be an integer >= 1, got 0" in jobs[1].data.tags["error"]
+    assert "chunker.chunk_size must be an integer >= 4 for unit=tokens" in jobs[1].data.tags["error"]
+    assert "got 0" in jobs[1].data.tags["error"]
     assert "error.txt" in {a.path for a in client.list_artifacts(jobs[1].info.run_id)}
     assert "error" not in jobs[0].data.tags and "error" not in jobs[2].data.tags
 

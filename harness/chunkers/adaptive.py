@@ -76,10 +76,10 @@ DEFAULT_ROUTES: dict[str, dict[str, Any]] = {
 }
 
 _TIMESTAMP_LINE = re.compile(DEFAULT_TIMESTAMP_REGEX, re.MULTILINE)
-_FAQ_LINE = re.compile(r"^[ \t]*(?:[*_#>\-]+[ \t]*)?Q[ \t]*:", re.MULTILINE)
-_PIPE_ROW = re.compile(r"^[ \t]*\|.*\|[ \t]*$")
-_ATX_HEADING = re.compile(r"^#{1,6}[ \t]+\S", re.MULTILINE)
-_FENCE = re.compile(r"^[ \t]*(```|~~~)", re.MULTILINE)
+_FAQ_LINE = re.compile(r"^\ufeff?[ \t]*(?:[*_#>\-]+[ \t]*)?Q[ \t]*:", re.MULTILINE)
+_PIPE_ROW = re.compile(r"^\ufeff?[ \t]*\|.*\|[ \t]*$")
+_ATX_HEADING = re.compile(r"^\ufeff?#{1,6}[ \t]+\S", re.MULTILINE)
+_FENCE = re.compile(r"^\ufeff?[ \t]*(```|~~~)", re.MULTILINE)
 
 
 def _python_defs(text: str) -> int:
@@ -228,4 +228,4 @@ class AdaptiveChunker(Chunker):
         doc_type = sniff_type(doc)
         chunker = self.route(doc_type)
         extra = {"doc_type": doc_type, "routed_to": chunker.name}
-        return [replace(c, metadata={**c.metadata, **extra}) for c in chunker.chunk(doc)]
+        return [replace(c, metadata={**c.metadata, **extra}) for c in chunker.finalize(doc, chunker.chunk(doc))]

@@ -258,7 +258,7 @@ class AgenticChunker(SizedChunker):
             for (i, j), grouped_by in self._groups(doc, text, window, counter, w):
                 span = (window[i][0], window[j - 1][1])
                 chunks.append(Chunk.from_spans(doc, [span], metadata={"unit": self.unit, "n_sentences": j - i, "grouped_by": grouped_by}))
-        return chunks
+        return self.finalize(doc, chunks)
 
     def chunk_all(self, docs: Iterable[Document], progress: bool = False) -> list[Chunk]:
         """Chunk every document; warns with the rejection counts when any reply was rejected."""

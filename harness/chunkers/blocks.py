@@ -19,6 +19,12 @@ Markdown recognised by :func:`markdown_blocks` (a pragmatic subset of CommonMark
   over blank lines while the next non-blank line is another list item or is indented by at
   least 2 spaces (item continuation, nested lists, indented fences).
 * paragraphs: runs of other non-blank lines; a heading, a fence or a table start ends them.
+
+A byte-order mark (U+FEFF) at the start of a line -- a file saved "with BOM", or files
+concatenated with theirs -- is ignored when recognising structure (``"\ufeff# Title"`` is
+a heading, a line holding only the mark is blank), but stays in the text: offsets are
+never shifted, and a block starting on such a line starts at the line start (the mark
+included).
 """
 
 from __future__ import annotations
@@ -66,6 +72,14 @@ _CLOSING_HASHES = re.compile(r"(?:^|[ \t]+)#+$")
 _FENCE_OPEN = re.compile(r"^([ \t]*)(`{3,}|~{3,})(.*)$")
 _LIST_ITEM = re.compile(r"^ {0,3}(?:[-*+]|\d{1,9}[.)])(?:[ \t]+|$)")
 _DELIM_CELL = re.compile(r"^\s*:?-+:?\s*$")
+
+#: The byte-order mark; ignored at the start of a line when recognising structure.
+BOM = "\ufeff"
+
+
+def structural(line: str) -> str:
+    """``line`` as structure is recognised in it: one leading byte-order mark dropped."""
+    return line[1:] if line.startswith(BOM) else line
 
 
 @dataclass(frozen=True, slots=True)
@@ -133,8 +147,11 @@ class Block:
 
 
 def parse_heading(line: str) -> tuple[int, str] | None:
-    """``(level, title)`` of an ATX heading line, else None (``"# x"`` -> ``(1, "x")``)."""
-    m = _HEADING.match(line)
+    """``(level, title)`` of an ATX heading line, else None (``"# x"`` -> ``(1, "x")``).
+
+    A leading byte-order mark is ignored (``"\ufeff# x"`` -> ``(1, "x")``).
+    """
+    m = _HEADING.match(structural(line))
     if not m:
         return None
     title = (m.group(2) or "").strip()
@@ -167,12 +184,12 @@ def fence_map(text: str, lines: Sequence[Line]) -> list[int]:
     out = [-1] * len(lines)
     i = 0
     while i < len(lines):
-        m = _FENCE_OPEN.match(text[lines[i].start : lines[i].end])
+        m = _FENCE_OPEN.match(structural(text[lines[i].start : lines[i].end]))
         if m and not (m.group(2)[0] == "`" and "`" in m.group(3)):
             char, length = m.group(2)[0], len(m.group(2))
             closer = re.compile(r"^[ \t]*" + re.escape(char) + "{" + str(length) + r",}[ \t]*$")
             j = i + 1
-            while j < len(lines) and not closer.match(text[lines[j].start : lines[j].end]):
+            while j < len(lines) and not closer.match(structural(text[lines[j].start : lines[j].end])):
                 j += 1
             last = min(j, len(lines) - 1)
             for k in range(i, last + 1):
@@ -187,11 +204,12 @@ def markdown_blocks(text: str, lines: Sequence[Line] | None = None) -> list[Bloc
     """Split markdown ``text`` into blocks (see the module docstring for the rules).
 
     Blank lines are in no block; every non-blank line is in exactly one block, so the
-    blocks plus whitespace cover the text. Blocks are in document order.
+    blocks plus whitespace cover the text. Blocks are in document order. A byte-order
+    mark at a line start is not text here (see the module docstring).
     """
     lines = split_lines(text) if lines is None else lines
     n = len(lines)
-    src = [text[ln.start : ln.end] for ln in lines]
+    src = [structural(text[ln.start : ln.end]) for ln in lines]
     blank = [not s.strip() for s in src]
     fence = fence_map(text, lines)
 

@@ -2,22 +2,36 @@
 
 The chunker is built from its class path and keyword arguments with a tokenizer OBJECT
 made here (chonkie resolves tokenizer names by downloading them, which fails offline).
-chonkie's chunks carry ``start_index``/``end_index``; they are used when
-``doc.text[start:end] == chunk.text`` holds for every chunk of a document, otherwise the
-chunk texts of that document are aligned left to right (:mod:`harness.chunkers.align`),
-e.g. for ``TokenChunker`` with a WordPiece tokenizer, whose decoded text is lowercased.
-A chunk that can still not be placed raises (or is skipped, see ``on_unaligned``).
+Spans, per document, in this order:
+
+1. ``TokenChunker``: its token windows (``chunk_size`` tokens, step ``chunk_size -
+   chunk_overlap``) are re-computed over the same token ids and mapped to the source
+   through the tokenizer's offsets (:mod:`harness.chunkers.tracked`); used when every
+   window has the library's token count and decodes to the library's text. (chonkie's own
+   ``start_index`` for this chunker adds up decoded lengths, which are wrong for WordPiece:
+   lower-cased, re-spaced text.)
+2. ``RecursiveChunker``: its recursion re-run on source spans with the library's own
+   split, count and merge functions, token-level windows mapped through token offsets;
+   used when every string equals the library's chunk text.
+3. the library's ``start_index``/``end_index``, when ``doc.text[start:end] ==
+   chunk.text`` for every chunk, starts and ends never move backwards and, for chunkers
+   that cover the text, no non-whitespace text lies between chunks.
+4. otherwise constrained alignment (:func:`harness.chunkers.align.align`; with
+   ``tokenizer="model"`` also matching case- and accent-insensitively, for text decoded
+   from WordPiece), which refuses a chunk whose text fits more than one consistent position.
+
+A chunk that cannot be placed for certain raises (or is skipped, see ``on_unaligned``).
 Spans are trimmed of outer whitespace (chonkie keeps delimiters and newlines in chunks).
 """
 
 from __future__ import annotations
 
 import functools
-from typing import Any
+from collections import Counter
+from typing import Any, Iterable
 
-from harness.chunkers.align import adapter_chunks, align_chunks
+from harness.chunkers.align import ADAPTER_COUNTERS, AMBIGUOUS, PLACED, UNALIGNED, Alignment, adapter_chunks, align, chunk_all_warning, placed
 from harness.chunkers.base import Chunker
-from harness.chunkers.units import strip_span
 from harness.types import Chunk, Document, Span
 
 TOKENIZERS = ("character", "model", "cl100k_base")
@@ -28,11 +42,17 @@ ON_OVERSIZE = ("error", "split", "ignore")
 #: chroma_general); ``partitions`` is only claimed for these.
 LOSSLESS_CHUNKERS = ("chonkie.RecursiveChunker", "chonkie.SentenceChunker", "chonkie.TokenChunker")
 
+#: chonkie chunkers whose chunks never overlap (the next starts where the previous ended).
+NON_OVERLAPPING = ("chonkie.RecursiveChunker",)
+
+#: How :func:`harness.chunkers.tracked.token_char_spans` reads offsets for each tokenizer.
+_OFFSET_KIND = {"character": "character", "model": "hf", "cl100k_base": "tiktoken"}
+
 _UNIT = {"character": ("chars", "model"), "model": ("tokens", "model"), "cl100k_base": ("tokens", "cl100k_base")}
 
 
 class ChonkieChunker(Chunker):
-    """Wrap a chonkie chunker; spans from its verified offsets or by left-to-right alignment.
+    """Wrap a chonkie chunker; spans from verified token windows or offsets, else constrained alignment.
 
     Args:
         chunker: dotted class path of a chonkie chunker, e.g. ``"chonkie.RecursiveChunker"``,
@@ -43,9 +63,11 @@ class ChonkieChunker(Chunker):
             (``chonkie.CharacterTokenizer``, code points), ``"model"`` (the embedding
             model's WordPiece ``tokenizers.Tokenizer``, padding and truncation off) or
             ``"cl100k_base"`` (tiktoken, loaded offline).
-        on_unaligned: ``"error"`` raises ``ValueError`` naming the chunker, document and
-            chunk index for a chunk that cannot be placed; ``"skip"`` drops it and records
-            ``(doc_id, index)`` in :attr:`unaligned`.
+        on_unaligned: for a chunk that cannot be placed for certain (no consistent position:
+            *unaligned*; several: *ambiguous*, never resolved by picking one): ``"error"``
+            raises ``ValueError`` naming the chunker, document and chunk index; ``"skip"``
+            drops it, records ``(doc_id, index)`` in :attr:`unaligned` or
+            :attr:`ambiguous` and warns with the counts after :meth:`chunk_all`.
         on_oversize: a chunk whose source text exceeds ``chunk_size`` in the tokenizer's
             unit (chonkie counts pieces, not always the joined text): ``"error"`` raises,
             ``"split"`` cuts it into word-aligned windows, ``"ignore"`` keeps it (and
@@ -54,7 +76,9 @@ class ChonkieChunker(Chunker):
     ``size_limit()`` is ``(unit, tokenizer, chunk_size)`` for the tokenizer's unit when the
     chunker has a ``chunk_size`` and ``on_oversize`` is not ``"ignore"``. ``partitions``
     is True for :data:`LOSSLESS_CHUNKERS` with ``on_unaligned="error"``. Chunks are
-    contiguous.
+    contiguous. :meth:`stats` returns the adapter counters (``adapter.chunks``,
+    ``adapter.tracked``, ``adapter.searched``, ``adapter.ambiguous``,
+    ``adapter.unaligned``, ``adapter.fallback_docs``), which a run logs as metrics.
 
     Source: chonkie (chonkie-inc/chonkie), wrapped as is.
 
@@ -92,6 +116,8 @@ class ChonkieChunker(Chunker):
         self.on_unaligned = on_unaligned
         self.on_oversize = on_oversize
         self.unaligned: list[tuple[str, int]] = []
+        self.ambiguous: list[tuple[str, int]] = []
+        self.counters: Counter[str] = Counter({k: 0 for k in ADAPTER_COUNTERS})
         self._covers = chunker in LOSSLESS_CHUNKERS
         self.partitions = self._covers and on_unaligned == "error"
 
@@ -136,29 +162,97 @@ class ChonkieChunker(Chunker):
         unit, tok = _UNIT[self.tokenizer]
         return (unit, tok, size)
 
+    def _token_windows(self, text: str, found: list) -> list[Span] | None:
+        """Raw spans of ``TokenChunker``'s windows, or None when they do not reproduce
+        ``found`` (token counts and decoded texts) or the chunker is not a TokenChunker."""
+        from chonkie import TokenChunker
+
+        from harness.chunkers.tracked import token_char_spans, token_windows, window_span
+
+        ch = self._chunker
+        if type(ch) is not TokenChunker:
+            return None
+        tok = ch.tokenizer
+        ids = list(tok.encode(text))
+        spans = token_char_spans(_OFFSET_KIND[self.tokenizer], getattr(tok, "tokenizer", None), text, ids)
+        if spans is None:
+            return None
+        windows = token_windows(len(ids), int(ch.chunk_size), int(ch.chunk_overlap))
+        if len(windows) != len(found):
+            return None
+        decoded = tok.decode_batch([ids[a:b] for a, b in windows])
+        for (a, b), c, d in zip(windows, found, decoded):
+            if getattr(c, "token_count", b - a) != b - a or c.text != d:
+                return None
+        return [window_span(spans, a, b) for a, b in windows]
+
+    def _recursive_spans(self, text: str, found: list) -> list[Span] | None:
+        """Raw spans from a tracked re-run of ``RecursiveChunker`` when its strings equal
+        the library's chunk texts, else None."""
+        from harness.chunkers.tracked import chonkie_recursive_expected
+
+        tok = getattr(self._chunker.tokenizer, "tokenizer", None)
+        expected = chonkie_recursive_expected(self._chunker, _OFFSET_KIND[self.tokenizer], tok, text)
+        if expected is None or [e for e, _ in expected] != [c.text for c in found]:
+            return None
+        return [span for _, span in expected]
+
+    def _library_offsets(self, text: str, found: list) -> list[Span] | None:
+        """The chunks' ``start_index``/``end_index`` when they hold the chunk texts, never
+        move backwards and (for chunkers that cover the text) leave no non-whitespace gap."""
+        out: list[Span] = []
+        for c in found:
+            s, e = getattr(c, "start_index", None), getattr(c, "end_index", None)
+            if not (isinstance(s, int) and isinstance(e, int) and 0 <= s <= e <= len(text) and text[s:e] == c.text):
+                return None
+            if out and (s < out[-1][0] or e < out[-1][1]):
+                return None
+            if out and self._covers and text[out[-1][1] : s].strip():
+                return None
+            out.append((s, e))
+        if self._covers and out and (text[: out[0][0]].strip() or text[out[-1][1] :].strip()):
+            return None
+        return out
+
     def chunk(self, doc: Document) -> list[Chunk]:
         text = doc.text
         found = self._chunker.chunk(text) if text.strip() else []
         pieces = [c.text for c in found]
-        offsets: list[Span | None] = []
-        for c in found:
-            s, e = getattr(c, "start_index", None), getattr(c, "end_index", None)
-            if not (isinstance(s, int) and isinstance(e, int) and 0 <= s < e <= len(text) and text[s:e] == c.text):
-                break
-            st = strip_span(text, s, e)
-            offsets.append(st if st[1] > st[0] else None)
+        raw = self._token_windows(text, found)
+        if raw is None:
+            raw = self._recursive_spans(text, found)
+        if raw is None:
+            raw = self._library_offsets(text, found)
+        if raw is not None:
+            alignment: Alignment = placed(text, pieces, raw)
+            tracked = True
         else:
-            return self._finish(doc, pieces, offsets)
-        return self._finish(doc, pieces, align_chunks(text, pieces, covers=self._covers))
-
-    def _finish(self, doc: Document, pieces: list[str], spans: list[Span | None]) -> list[Chunk]:
+            max_overlap = 0 if self.chunker in NON_OVERLAPPING else None
+            alignment = align(text, pieces, max_overlap=max_overlap, covers=self._covers, normalise=self.tokenizer == "model")
+            tracked = False
+            self.counters["adapter.fallback_docs"] += 1
+        status = Counter(alignment.status)
+        self.counters["adapter.chunks"] += len(pieces) - status["empty"]
+        self.counters["adapter.tracked" if tracked else "adapter.searched"] += status[PLACED]
+        self.counters["adapter.ambiguous"] += status[AMBIGUOUS]
+        self.counters["adapter.unaligned"] += status[UNALIGNED]
         return adapter_chunks(
             doc,
             pieces,
-            spans,
+            alignment,
             library=self.chunker,
             on_unaligned=self.on_unaligned,
             on_oversize=self.on_oversize,
             limit=self.size_limit(),
             unaligned=self.unaligned,
+            ambiguous=self.ambiguous,
         )
+
+    def chunk_all(self, docs: Iterable[Document], progress: bool = False) -> list[Chunk]:
+        """Chunk every document; warns with the counts when chunks were dropped
+        (``on_unaligned="skip"``)."""
+        return chunk_all_warning(self, super().chunk_all, docs, progress, self.chunker)
+
+    def stats(self) -> dict[str, float]:
+        """Adapter counters as ``{name: value}`` (floats; see the class docstring)."""
+        return {k: float(v) for k, v in self.counters.items()}

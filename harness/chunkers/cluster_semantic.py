@@ -27,7 +27,7 @@ from typing import Callable
 
 import numpy as np
 
-from harness.chunkers.base import Chunker, check_size
+from harness.chunkers.base import MIN_TOKEN_LIMIT, Chunker, check_limit
 from harness.chunkers.packing import fit_units, fits
 from harness.chunkers.recursive import RecursiveChunker
 from harness.chunkers.sentences import sentence_spans
@@ -145,7 +145,7 @@ class ClusterSemanticChunker(Chunker):
 
     Args:
         max_chunk_size: maximum chunk size in tokens of ``tokenizer``, >= 1.
-        piece_size: size of the recursive pieces in tokens, ``1 <= piece_size <=
+        piece_size: size of the recursive pieces in tokens, ``4 <= piece_size <=
             max_chunk_size`` (``pieces="recursive"`` only).
         pieces: ``"recursive"`` or ``"sentences"``.
         tokenizer: ``"model"`` (the embedding model's WordPiece) or ``"cl100k_base"``.
@@ -170,14 +170,16 @@ class ClusterSemanticChunker(Chunker):
         tokenizer: str = "model",
         encoder=None,
     ) -> None:
-        check_size("max_chunk_size", max_chunk_size)
-        if isinstance(piece_size, bool) or not isinstance(piece_size, int) or not 1 <= piece_size <= max_chunk_size:
+        check_unit("tokens", tokenizer)
+        check_limit("max_chunk_size", max_chunk_size, "tokens")
+        lo = MIN_TOKEN_LIMIT
+        if isinstance(piece_size, bool) or not isinstance(piece_size, int) or not lo <= piece_size <= max_chunk_size:
             raise ValueError(
-                f"chunker.piece_size must be an integer in [1, max_chunk_size] = [1, {max_chunk_size}], got {piece_size!r}"
+                f"chunker.piece_size must be an integer in [{lo}, max_chunk_size] = [{lo}, {max_chunk_size}] "
+                f"(tokens; one character can take up to {lo}), got {piece_size!r}"
             )
         if pieces not in PIECES:
             raise ValueError(f"chunker.pieces must be one of {list(PIECES)}, got {pieces!r}")
-        check_unit("tokens", tokenizer)
         self.max_chunk_size = max_chunk_size
         self.piece_size = piece_size
         self.pieces = pieces
@@ -216,7 +218,7 @@ class ClusterSemanticChunker(Chunker):
             return fits(text, pieces[a][0], pieces[b][1], counter, self.max_chunk_size)
 
         segments = _segment(band, mu, allowed)
-        return [
+        return self.finalize(doc, [
             Chunk.from_spans(doc, [(pieces[a][0], pieces[b - 1][1])], metadata={"n_pieces": b - a, "pieces": self.pieces})
             for a, b in segments
-        ]
+        ])

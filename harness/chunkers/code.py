@@ -40,7 +40,7 @@ import re
 import warnings
 from dataclasses import dataclass
 
-from harness.chunkers.base import Chunker, check_size
+from harness.chunkers.base import Chunker, check_limit
 from harness.chunkers.blocks import (
     EXTENSION_LANGUAGES,
     LineIndex,
@@ -145,8 +145,8 @@ class CodeChunker(Chunker):
     partitions = True
 
     def __init__(self, max_chunk_size: int = 254, unit: str = "tokens", tokenizer: str = "model", language: str = "auto") -> None:
-        check_size("max_chunk_size", max_chunk_size)
         check_unit(unit, tokenizer)
+        check_limit("max_chunk_size", max_chunk_size, unit)
         if language not in ("auto", "text", *LANGUAGES):
             raise ValueError(f"chunker.language must be one of {['auto', 'text', *LANGUAGES]}, got {language!r}")
         self.max_chunk_size = max_chunk_size
@@ -194,7 +194,7 @@ class CodeChunker(Chunker):
                 **extra,
             }
             chunks.append(Chunk.from_spans(doc, [(s, e)], metadata=meta))
-        return chunks
+        return self.finalize(doc, chunks)
 
 
 class _PythonSplit:

@@ -17,7 +17,10 @@ is not attached to a pair: each such region is chunked on its own by the recursi
 holds exactly one question and its answer. A pair larger than ``max_chunk_size`` is cut by
 the same fallback; every piece after the first (which starts with the question) gets the
 question line as ``metadata["prefix"]`` (question line + ``"\\n\\n"``), so each piece's
-embedded text names the question it answers.
+embedded text names the question it answers. The prefix counts against
+``max_chunk_size``: those later pieces are cut to the room it leaves, and a question line
+longer than half the limit is cut to that half (``metadata["prefix_truncated"]``, see
+:func:`harness.chunkers.base.fit_prefix`).
 
 Source of the method: per-question-answer-pair chunking is a practitioners' technique for
 FAQ and knowledge-base content, not taken from a library; the detection rules above are
@@ -28,7 +31,7 @@ from __future__ import annotations
 
 import re
 
-from harness.chunkers.base import SizedChunker
+from harness.chunkers.base import MIN_TOKEN_LIMIT, SizedChunker, fit_prefix, measure
 from harness.chunkers.blocks import (
     SizeLimit,
     fence_map,
@@ -99,13 +102,15 @@ class FAQChunker(SizedChunker):
 
     Metadata: ``question`` (the question text without ``Q:`` and emphasis, None for outside
     text), ``kind`` (``qa`` or ``text``), and for pieces of a split pair ``part`` (1-based)
-    and ``fallback: True``. ``max_chunk_size`` applies to the source text; a question
-    prefix on later pieces of a split pair is not counted. Chunks are single spans in
+    and ``fallback: True``, and ``size``, the size of the embedded text in ``unit``.
+    ``max_chunk_size`` applies to the embedded text, the question prefix on later pieces
+    of a split pair included. Chunks are single spans in
     document order and cover every non-whitespace character. Documents without questions
     are chunked entirely by the recursive fallback.
 
     Args:
-        max_chunk_size: maximum source size of a chunk in ``unit``, >= 1.
+        max_chunk_size: maximum size of a chunk's embedded text in ``unit``, >= 1 (>= 4 for
+            tokens).
         unit: ``"tokens"``, ``"chars"`` or ``"words"``.
         tokenizer: ``"model"`` (embedding model's WordPiece) or ``"cl100k_base"``.
 
@@ -122,7 +127,8 @@ class FAQChunker(SizedChunker):
 
     def chunk(self, doc: Document) -> list[Chunk]:
         text = doc.text
-        limit = SizeLimit(text, get_counter(self.unit, self.tokenizer), self.max_chunk_size)
+        counter = get_counter(self.unit, self.tokenizer)
+        limit = SizeLimit(text, counter, self.max_chunk_size)
         splitter = RecursiveChunker(chunk_size=self.max_chunk_size, unit=self.unit, tokenizer=self.tokenizer)
         out: list[Chunk] = []
         for start, end, question, line_end in faq_regions(text, headings=not is_source_code(doc.doc_id, doc.metadata)):
@@ -138,12 +144,19 @@ class FAQChunker(SizedChunker):
                 out.append(Chunk.from_spans(doc, [span], metadata=meta))
                 continue
             q_span = stripped(text, start, line_end)
-            prefix = text[q_span[0] : q_span[1]] + "\n\n"
-            for part, piece in enumerate(split_region(text, start, end, splitter), 1):
+            prefix, flags = fit_prefix(text[q_span[0] : q_span[1]] + "\n\n", counter, self.max_chunk_size)
+            pieces = split_region(text, start, end, splitter)
+            if len(pieces) > 1 and prefix:  # the pieces after the first get the prefix: cut them to the room it leaves
+                room = max(self.max_chunk_size - measure(counter, prefix), MIN_TOKEN_LIMIT if self.unit == "tokens" else 1)
+                rest = RecursiveChunker(chunk_size=room, unit=self.unit, tokenizer=self.tokenizer)
+                pieces = pieces[:1] + split_region(text, pieces[1][0], end, rest)
+            for part, piece in enumerate(pieces, 1):
                 pmeta = {**meta, "part": part, "fallback": True}
                 if piece[0] == span[0]:
                     out.append(Chunk.from_spans(doc, [piece], metadata=pmeta))
                 else:
-                    pmeta["prefix"] = prefix
+                    pmeta.update(flags)
+                    if prefix:
+                        pmeta["prefix"] = prefix
                     out.append(Chunk.from_spans(doc, [piece], text=prefix + text[piece[0] : piece[1]], metadata=pmeta))
-        return out
+        return self.finalize(doc, out)

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import re
 
-from harness.chunkers.base import Chunker, check_overlap, check_size
+from harness.chunkers.base import Chunker, check_limit, check_size
 from harness.chunkers.recursive import RecursiveChunker
 from harness.chunkers.units import check_unit, strip_span
 from harness.types import Chunk, Document, Span
@@ -23,16 +23,17 @@ from harness.types import Chunk, Document, Span
 MODES = ("window", "headings", "markers")
 RETURNS = ("parent", "window", "child")
 
-_FENCE = re.compile(r"^\s{0,3}(```|~~~)")
-_ATX = re.compile(r"^\s{0,3}#{1,6}\s+\S")
-_WIKI = re.compile(r"^\s*(=+)\s+\S.*?\s+\1\s*$")
-_NUMBERED = re.compile(r"^\s*\d+(\.\d+)*\.?\s+[A-Z][^\n]{0,78}$")
+_FENCE = re.compile(r"^\ufeff?\s{0,3}(```|~~~)")
+_ATX = re.compile(r"^\ufeff?\s{0,3}#{1,6}\s+\S")
+_WIKI = re.compile(r"^\ufeff?\s*(=+)\s+\S.*?\s+\1\s*$")
+_NUMBERED = re.compile(r"^\ufeff?\s*\d+(\.\d+)*\.?\s+[A-Z][^\n]{0,78}$")
 
 
 def heading_starts(text: str, atx: bool = True) -> list[int]:
     """Offsets of lines that look like headings (automatic detection).
 
-    A line is a heading when it is, outside fenced code blocks (``` or ~~~):
+    A line is a heading when it is, outside fenced code blocks (``` or ~~~), with a
+    byte-order mark (U+FEFF) at the line start ignored:
 
     * a Markdown ATX heading (``#`` to ``######`` followed by text);
     * a Setext heading (a text line underlined by ``===`` or ``---``);
@@ -80,7 +81,8 @@ class HierarchicalChunker(Chunker):
             regex in ``markers``). Parents larger than ``parent_size`` are split with the
             recursive algorithm.
         parent_size: maximum parent size in ``unit``, > ``child_size``.
-        child_size: maximum child (indexed chunk) size in ``unit``, >= 1.
+        child_size: maximum child (indexed chunk) size in ``unit``, >= 1 (>= 4 for tokens);
+            every child records it as ``metadata["size"]``.
         child_overlap: overlap between consecutive children, ``0 <= child_overlap < child_size``.
         unit: ``"tokens"``, ``"chars"`` or ``"words"``.
         tokenizer: ``"model"`` or ``"cl100k_base"``.
@@ -116,13 +118,13 @@ class HierarchicalChunker(Chunker):
             raise ValueError(f"chunker.mode must be one of {list(MODES)}, got {mode!r}")
         if return_unit not in RETURNS:
             raise ValueError(f"chunker.return_unit must be one of {list(RETURNS)}, got {return_unit!r}")
-        check_size("child_size", child_size)
-        check_size("parent_size", parent_size)
+        check_unit(unit, tokenizer)
+        check_limit("child_size", child_size, unit)
+        check_limit("parent_size", parent_size, unit)
         if parent_size <= child_size:
             raise ValueError(f"chunker.parent_size must be > child_size ({child_size}), got {parent_size}")
         if isinstance(child_overlap, bool) or not isinstance(child_overlap, int) or not 0 <= child_overlap < child_size:
             raise ValueError(f"chunker.child_overlap must be an integer in [0, child_size) = [0, {child_size}), got {child_overlap!r}")
-        check_unit(unit, tokenizer)
         check_size("window_chars", window_chars, minimum=0)
         check_size("fetch_multiplier", fetch_multiplier)
         self.markers = list(markers or [])
@@ -178,16 +180,12 @@ class HierarchicalChunker(Chunker):
         atx = doc.metadata.get("type") != "python" and not doc.doc_id.endswith((".py", ".sh", ".rb", ".pl", ".r"))
         for ps, pe in self.parent_spans(doc.text, atx=atx):
             parent_id = Chunk.from_spans(doc, [(ps, pe)]).chunk_id
-            for cs, ce in self._child_splitter.split_spans(doc.text[ps:pe]):
-                out.append(
-                    Chunk.from_spans(
-                        doc,
-                        [(ps + cs, ps + ce)],
-                        metadata={"parent_span": [ps, pe], "unit": self.unit},
-                        parent_id=parent_id,
-                    )
-                )
-        return out
+            for cs, ce, n, hard in self._child_splitter.split_sized(doc.text[ps:pe]):
+                meta = {"parent_span": [ps, pe], "unit": self.unit, "size": n}
+                if hard:
+                    meta["hard_cut"] = True
+                out.append(Chunk.from_spans(doc, [(ps + cs, ps + ce)], metadata=meta, parent_id=parent_id))
+        return self.finalize(doc, out)
 
     # -- small-to-big ----------------------------------------------------------------------
     def expand(self, ranked: list[Chunk], documents: dict[str, Document]) -> list[Chunk]:

@@ -1,21 +1,29 @@
 """Adapter: any LangChain ``TextSplitter`` (langchain-text-splitters) as a harness chunker.
 
-The splitter is built from its class path and keyword arguments, ``split_text`` is called
-on each document, and each output string is mapped to a source span by the left-to-right
-alignment of :mod:`harness.chunkers.align` (exact match first, then a whitespace-insensitive
-match for splitters that re-join text). LangChain's own ``add_start_index`` is never used:
-it re-finds chunks from an offset that can point at an earlier copy of a repeated passage.
+The splitter is built from its class path and keyword arguments and ``split_text`` is called
+on each document. Spans are never found by searching for a chunk's text when the
+splitter's algorithm is known: for ``RecursiveCharacterTextSplitter`` (and its subclasses
+that only change settings), ``CharacterTextSplitter`` and ``TokenTextSplitter`` the same
+algorithm is re-run on source spans (:mod:`harness.chunkers.tracked`) and its strings are
+compared with the library's output; the spans are used only when every string is equal.
+Otherwise (other splitters, or a library version that behaves differently) the chunks are
+placed by constrained alignment (:func:`harness.chunkers.align.align`), which refuses a
+chunk whose text fits more than one consistent position. LangChain's own
+``add_start_index`` is never used: it re-finds chunks from an offset that can point at an
+earlier copy of a repeated passage.
 
 Chunk text is the source text of the span (``doc.text[start:end]``), which equals the
-splitter's string for exact matches and differs only in whitespace for re-joined ones.
+splitter's string when it keeps separators and differs only where the splitter dropped or
+re-joined them.
 """
 
 from __future__ import annotations
 
 import functools
-from typing import Any
+from collections import Counter
+from typing import Any, Iterable
 
-from harness.chunkers.align import adapter_chunks, align_chunks
+from harness.chunkers.align import ADAPTER_COUNTERS, AMBIGUOUS, PLACED, UNALIGNED, adapter_chunks, align, chunk_all_warning, placed
 from harness.chunkers.base import Chunker
 from harness.types import Chunk, Document
 
@@ -38,7 +46,7 @@ def _import(path: str):
 
 
 class LangChainChunker(Chunker):
-    """Wrap a LangChain text splitter; spans by left-to-right alignment of its output.
+    """Wrap a LangChain text splitter; spans from a verified tracked re-run or constrained alignment.
 
     Args:
         splitter: dotted class path of a ``langchain_text_splitters.TextSplitter`` subclass,
@@ -46,10 +54,13 @@ class LangChainChunker(Chunker):
         kwargs: constructor keyword arguments of the splitter (``chunk_size``,
             ``chunk_overlap``, ``separators``, ...). ``add_start_index`` is ignored (only
             ``split_text`` is called) and rejected to avoid suggesting it is used.
-        on_unaligned: ``"error"`` raises ``ValueError`` naming the splitter, the document
-            and the chunk index when a chunk string cannot be found in the source at or
-            after the cursor; ``"skip"`` drops that chunk and records ``(doc_id, index)`` in
-            :attr:`unaligned` (and ``partitions`` is then not claimed).
+        on_unaligned: what to do with a chunk that cannot be placed for certain: its text is
+            at no position consistent with the chunk order and overlap (*unaligned*), or at
+            more than one (*ambiguous*; never resolved by picking one). ``"error"``
+            raises ``ValueError`` naming the splitter, the document and the chunk index;
+            ``"skip"`` drops that chunk, records ``(doc_id, index)`` in :attr:`unaligned`
+            or :attr:`ambiguous` and warns with the counts after :meth:`chunk_all`
+            (``partitions`` is then not claimed).
         on_oversize: what to do when the splitter measures length in characters (see
             :meth:`size_limit`) and an aligned chunk is longer than its
             ``chunk_size`` (a splitter without a finer separator can exceed it, and a
@@ -65,6 +76,15 @@ class LangChainChunker(Chunker):
     tokenizer the harness does not check). ``partitions`` is True
     only for :data:`LOSSLESS_SPLITTERS` with ``keep_separator`` on and
     ``on_unaligned="error"``. Chunks are contiguous (one span, starts increasing).
+
+    How spans are found, per document: (1) the tracked re-run of the splitter's algorithm
+    when it has one and reproduces ``split_text`` string for string (counter
+    ``adapter.tracked``); else (2) constrained alignment (``adapter.fallback_docs``
+    counts such documents, ``adapter.searched`` the chunks placed that way), with the
+    overlap bound ``chunk_overlap`` only when it bounds source characters (length
+    function ``len`` and separators kept). :meth:`stats` returns the counters
+    (``adapter.chunks``, ``adapter.tracked``, ``adapter.searched``, ``adapter.ambiguous``,
+    ``adapter.unaligned``, ``adapter.fallback_docs``), which a run logs as metrics.
 
     Source: LangChain text splitters (langchain-text-splitters), wrapped as is.
 
@@ -100,6 +120,8 @@ class LangChainChunker(Chunker):
         self.on_unaligned = on_unaligned
         self.on_oversize = on_oversize
         self.unaligned: list[tuple[str, int]] = []
+        self.ambiguous: list[tuple[str, int]] = []
+        self.counters: Counter[str] = Counter({k: 0 for k in ADAPTER_COUNTERS})
         keep = kwargs.get("keep_separator", True)
         self._covers = splitter in LOSSLESS_SPLITTERS and keep is not False
         self.partitions = self._covers and on_unaligned == "error"
@@ -131,17 +153,55 @@ class LangChainChunker(Chunker):
             return None
         return ("chars", "model", size)
 
-    def chunk(self, doc: Document) -> list[Chunk]:
-        pieces = self._splitter.split_text(doc.text)
+    def _fallback_limits(self) -> tuple[int | None, bool]:
+        """``(max_overlap, covers)`` for constrained alignment: the overlap bounds source
+        characters only when lengths are ``len`` and separators are kept (a dropped run of
+        separators makes the source overlap longer than the joined strings')."""
+        from langchain_text_splitters import TokenTextSplitter
+
+        sp = self._splitter
         _, overlap = self._char_limits()
-        spans = align_chunks(doc.text, pieces, max_overlap=overlap, covers=self._covers)
+        keeps = bool(getattr(sp, "_keep_separator", False))
+        if isinstance(sp, TokenTextSplitter):
+            return None, True  # token windows cover the text; their overlap is in tokens
+        return (overlap if keeps else None), self._covers
+
+    def chunk(self, doc: Document) -> list[Chunk]:
+        from harness.chunkers.tracked import langchain_expected
+
+        text = doc.text
+        pieces = self._splitter.split_text(text)
+        expected = langchain_expected(self._splitter, text)
+        if expected is not None and [e for e, _ in expected] == pieces:
+            alignment = placed(text, pieces, [span for _, span in expected])
+            tracked = True
+        else:
+            max_overlap, covers = self._fallback_limits()
+            alignment = align(text, pieces, max_overlap=max_overlap, covers=covers)
+            tracked = False
+            self.counters["adapter.fallback_docs"] += 1
+        status = Counter(alignment.status)
+        self.counters["adapter.chunks"] += len(pieces) - status["empty"]
+        self.counters["adapter.tracked" if tracked else "adapter.searched"] += status[PLACED]
+        self.counters["adapter.ambiguous"] += status[AMBIGUOUS]
+        self.counters["adapter.unaligned"] += status[UNALIGNED]
         return adapter_chunks(
             doc,
             pieces,
-            spans,
+            alignment,
             library=self.splitter,
             on_unaligned=self.on_unaligned,
             on_oversize=self.on_oversize,
             limit=self.size_limit(),
             unaligned=self.unaligned,
+            ambiguous=self.ambiguous,
         )
+
+    def chunk_all(self, docs: Iterable[Document], progress: bool = False) -> list[Chunk]:
+        """Chunk every document; warns with the counts when chunks were dropped
+        (``on_unaligned="skip"``)."""
+        return chunk_all_warning(self, super().chunk_all, docs, progress, self.splitter)
+
+    def stats(self) -> dict[str, float]:
+        """Adapter counters as ``{name: value}`` (floats; see the class docstring)."""
+        return {k: float(v) for k, v in self.counters.items()}

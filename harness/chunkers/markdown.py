@@ -16,7 +16,7 @@ and code blocks/tables are kept whole.
 
 from __future__ import annotations
 
-from harness.chunkers.base import Chunker, check_size
+from harness.chunkers.base import Chunker, check_limit, fit_prefix, measure
 from harness.chunkers.blocks import (
     Block,
     SizeLimit,
@@ -27,7 +27,7 @@ from harness.chunkers.blocks import (
     stripped,
 )
 from harness.chunkers.recursive import RecursiveChunker
-from harness.chunkers.units import check_unit, get_counter
+from harness.chunkers.units import check_unit, get_counter, strip_span
 from harness.types import Chunk, Document, Span
 
 
@@ -56,14 +56,21 @@ class MarkdownChunker(Chunker):
       comments, not headings.
     * ``prepend_section_path=True``: the embedded text is ``section_path + "\\n\\n" +
       source text`` (declared as ``metadata["prefix"]``; chunks with an empty path get no
-      prefix). Spans stay true to the source and ``max_chunk_size`` applies to the source
-      text only, so the embedded text can be longer than the limit by the prefix.
+      prefix). Spans stay true to the source, and ``max_chunk_size`` applies to the
+      embedded text, prefix included: blocks are packed while prefix + source text fits,
+      and an oversized block is cut to the room the prefix leaves. A path longer than
+      half of ``max_chunk_size`` is cut to that half (``metadata["prefix_truncated"]``;
+      dropped, ``metadata["prefix_dropped"]``, when not even a word fits), see
+      :func:`harness.chunkers.base.fit_prefix`; ``section_path`` stays whole.
 
     Chunks are single contiguous spans in document order and cover every non-whitespace
     character (``contiguous`` and ``partitions``).
 
+    Every chunk records ``metadata["size"]``: the size of its embedded text in ``unit``.
+
     Args:
-        max_chunk_size: maximum source size of a chunk in ``unit``, >= 1.
+        max_chunk_size: maximum size of a chunk's embedded text in ``unit``, >= 1 (>= 4
+            for tokens).
         unit: ``"tokens"``, ``"chars"`` or ``"words"``.
         tokenizer: ``"model"`` (embedding model's WordPiece) or ``"cl100k_base"``.
         prepend_section_path: prefix each chunk's embedded text with its section path.
@@ -87,8 +94,8 @@ class MarkdownChunker(Chunker):
         min_header_level: int = 1,
         max_header_level: int = 6,
     ) -> None:
-        check_size("max_chunk_size", max_chunk_size)
         check_unit(unit, tokenizer)
+        check_limit("max_chunk_size", max_chunk_size, unit)
         if not isinstance(prepend_section_path, bool):
             raise ValueError(f"chunker.prepend_section_path must be a boolean, got {prepend_section_path!r}")
         if isinstance(min_header_level, bool) or not isinstance(min_header_level, int) or not 1 <= min_header_level <= 6:
@@ -142,9 +149,36 @@ class MarkdownChunker(Chunker):
     # -- chunking --------------------------------------------------------------------------
     def chunk(self, doc: Document) -> list[Chunk]:
         text = doc.text
-        limit = SizeLimit(text, get_counter(self.unit, self.tokenizer), self.max_chunk_size)
-        splitter = RecursiveChunker(chunk_size=self.max_chunk_size, unit=self.unit, tokenizer=self.tokenizer)
+        size = self.max_chunk_size
+        counter = get_counter(self.unit, self.tokenizer)
+        limit = SizeLimit(text, counter, size)
+        prefixes: dict[str, tuple[str, dict]] = {}
+        splitters: dict[int, RecursiveChunker] = {}
         out: list[tuple[Span, str, int, bool]] = []  # span, section path, blocks, fallback
+
+        def prefix_of(path: str) -> tuple[str, dict]:
+            """Embedded prefix of a chunk with this section path (cut to half the limit)."""
+            if not (self.prepend_section_path and path):
+                return "", {}
+            if path not in prefixes:
+                prefixes[path] = fit_prefix(path + "\n\n", counter, size)
+            return prefixes[path]
+
+        def fits(start: int, end: int, path: str) -> bool:
+            """True when prefix + the stripped source text ``[start, end)`` fits the limit."""
+            pre = prefix_of(path)[0]
+            if not pre:
+                return limit.fits(start, end)
+            s, e = strip_span(text, start, end)
+            return measure(counter, pre + text[s:e]) <= size
+
+        def splitter_for(path: str) -> RecursiveChunker:
+            """Recursive fallback sized to the room the path's prefix leaves."""
+            room = size - measure(counter, prefix_of(path)[0])
+            room = max(room, 4 if self.unit == "tokens" else 1)  # the last resort is finalize's hard cut
+            if room not in splitters:
+                splitters[room] = RecursiveChunker(chunk_size=room, unit=self.unit, tokenizer=self.tokenizer)
+            return splitters[room]
 
         for seg in self.segments(text, headings=not is_source_code(doc.doc_id, doc.metadata)):
             current: list[int] = []
@@ -162,12 +196,12 @@ class MarkdownChunker(Chunker):
                 return group[k:]
 
             for idx, (block, path) in enumerate(seg):
-                if limit.fits(block.start, block.end):
-                    if current and limit.fits(seg[current[0]][0].start, block.end):
+                if fits(block.start, block.end, path):
+                    if current and fits(seg[current[0]][0].start, block.end, path):
                         current.append(idx)
                         continue
                     tail = heading_tail(current)
-                    if tail and limit.fits(seg[tail[0]][0].start, block.end):
+                    if tail and fits(seg[tail[0]][0].start, block.end, path):
                         flush(current[: len(current) - len(tail)])
                         current = tail + [idx]
                     else:
@@ -176,8 +210,8 @@ class MarkdownChunker(Chunker):
                     continue
                 tail = heading_tail(current)
                 flush(current[: len(current) - len(tail)])
-                pieces = split_region(text, block.start, block.end, splitter)
-                if tail and pieces and limit.fits(seg[tail[0]][0].start, pieces[0][1]):
+                pieces = split_region(text, block.start, block.end, splitter_for(path))
+                if tail and pieces and fits(seg[tail[0]][0].start, pieces[0][1], path):
                     pieces[0] = (seg[tail[0]][0].start, pieces[0][1])
                 else:
                     flush(tail)
@@ -190,9 +224,11 @@ class MarkdownChunker(Chunker):
         for span, path, n_blocks, fallback in out:
             meta = {"section_path": path, "unit": self.unit, "n_blocks": n_blocks, "fallback": fallback}
             body = text[span[0] : span[1]]
-            if self.prepend_section_path and path:
-                meta["prefix"] = path + "\n\n"
-                chunks.append(Chunk.from_spans(doc, [span], text=meta["prefix"] + body, metadata=meta))
+            prefix, flags = prefix_of(path)
+            meta.update(flags)
+            if prefix:
+                meta["prefix"] = prefix
+                chunks.append(Chunk.from_spans(doc, [span], text=prefix + body, metadata=meta))
             else:
                 chunks.append(Chunk.from_spans(doc, [span], metadata=meta))
-        return chunks
+        return self.finalize(doc, chunks)

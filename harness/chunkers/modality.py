@@ -27,6 +27,11 @@ span when only whitespace separates them, so the caption is retrieved with its t
 image and not as a stray text chunk; a caption that is not adjacent stays in the text
 stream and, with ``caption_prefix=True``, is also put before the unit's embedded text as a
 declared prefix. Spans always stay true: ``chunk.text == prefix + doc.text[start:end]``.
+Prefixes (captions, repeated headers) count against the size limit: a unit is kept whole
+only when prefix + span fits, split pieces are cut to the room the prefix leaves, and a
+prefix longer than half the limit is cut to that half (``metadata["prefix_truncated"]``,
+see :func:`harness.chunkers.base.fit_prefix`). Every chunk records ``metadata["size"]``,
+the size of its embedded text in the limit's unit.
 
 **Documents without ``elements``** (e.g. the plain-text datasets): with
 ``infer_elements=True`` (default), CSV documents (``.csv`` or ``metadata["type"] ==
@@ -51,7 +56,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
-from harness.chunkers.base import Chunker
+from harness.chunkers.base import MIN_TOKEN_LIMIT, Chunker, fit_prefix, measure
 from harness.chunkers.blocks import SizeLimit, extension, is_source_code, markdown_blocks, split_lines, split_region, stripped
 from harness.chunkers.recursive import RecursiveChunker
 from harness.chunkers.units import get_counter, strip_span
@@ -231,7 +236,19 @@ class ModalityChunker(Chunker):
             elements = infer_elements(doc) if self.infer_elements else []
         pages = meta.get("pages") or []
         limit = self.inner.size_limit()
-        fits = SizeLimit(text, get_counter(limit[0], limit[1]), limit[2]).fits if limit else (lambda s, e: True)
+        counter = get_counter(limit[0], limit[1]) if limit else None
+        source_fits = SizeLimit(text, counter, limit[2]).fits if limit else None
+
+        def fits(start: int, end: int, prefix: str = "") -> bool:
+            """True when prefix + the stripped source text ``[start, end)`` fits the limit."""
+            if limit is None:
+                return True
+            if not prefix:
+                return source_fits(start, end)
+            s, e = strip_span(text, start, end)
+            return measure(counter, prefix + text[s:e]) <= limit[2]
+
+        self._counter = counter
         out: list[Chunk] = []
         cursor = 0
         n_tables = 0
@@ -244,7 +261,19 @@ class ModalityChunker(Chunker):
                 self._image_chunks(doc, unit, fits, limit, pages, out)
             cursor = unit.end
         self._text_chunks(doc, cursor, len(text), pages, out)
-        return out
+        return self.finalize(doc, out)
+
+    def _fit(self, prefix: str, limit) -> tuple[str, dict]:
+        """``prefix`` cut to half the size limit (:func:`harness.chunkers.base.fit_prefix`)."""
+        if not prefix or limit is None:
+            return prefix, {}
+        return fit_prefix(prefix, self._counter, limit[2])
+
+    def _splitter(self, limit, prefix: str = "") -> RecursiveChunker:
+        """Recursive fallback sized to the room ``prefix`` leaves under the limit."""
+        room = limit[2] - (measure(self._counter, prefix) if prefix else 0)
+        room = max(room, MIN_TOKEN_LIMIT if limit[0] == "tokens" else 1)  # the last resort is finalize's hard cut
+        return RecursiveChunker(chunk_size=room, unit=limit[0], tokenizer=limit[1])
 
     def _units(self, doc: Document, elements) -> list[_Unit]:
         """Table and image units in document order (overlapping ones after the first dropped)."""
@@ -275,8 +304,11 @@ class ModalityChunker(Chunker):
             kept.append(u)
         return kept
 
-    def _emit(self, doc: Document, span: Span, meta: dict[str, Any], pages, out: list[Chunk], prefix: str = "") -> None:
+    def _emit(
+        self, doc: Document, span: Span, meta: dict[str, Any], pages, out: list[Chunk], prefix: str = "", flags: dict | None = None
+    ) -> None:
         meta = dict(meta)
+        meta.update(flags or {})
         page = _page_of(pages, span[0])
         if page is not None:
             meta.setdefault("page", page)
@@ -293,7 +325,7 @@ class ModalityChunker(Chunker):
         rs, re_ = region
         sub_meta = {k: v for k, v in (doc.metadata or {}).items() if k not in ("elements", "pages")}
         sub = Document(doc_id=doc.doc_id, text=doc.text[rs:re_], metadata=sub_meta)
-        for c in self.inner.chunk(sub):
+        for c in self.inner.finalize(sub, self.inner.chunk(sub)):
             spans = tuple((s + rs, e + rs) for s, e in c.spans)
             meta = {**c.metadata, "modality": "text"}
             page = _page_of(pages, spans[0][0])
@@ -305,13 +337,13 @@ class ModalityChunker(Chunker):
         el = unit.element
         meta = {"modality": "image", "caption": unit.caption or None}
         meta.update({k: el[k] for k in ("name", "alt", "ocr", "width", "height") if k in el})
-        prefix = unit.caption + "\n" if self.caption_prefix and unit.caption and not unit.caption_inside else ""
-        if fits(unit.start, unit.end) or limit is None:
-            self._emit(doc, (unit.start, unit.end), meta, pages, out, prefix)
+        prefix, flags = self._fit(unit.caption + "\n" if self.caption_prefix and unit.caption and not unit.caption_inside else "", limit)
+        if limit is None or fits(unit.start, unit.end, prefix):
+            self._emit(doc, (unit.start, unit.end), meta, pages, out, prefix, flags)
             return
-        splitter = RecursiveChunker(chunk_size=limit[2], unit=limit[0], tokenizer=limit[1])
+        splitter = self._splitter(limit, prefix)
         for span in split_region(doc.text, unit.start, unit.end, splitter):
-            self._emit(doc, span, {**meta, "fallback": True}, pages, out, prefix)
+            self._emit(doc, span, {**meta, "fallback": True}, pages, out, prefix, flags)
 
     def _table_chunks(self, doc: Document, unit: _Unit, index: int, fits, limit, pages, out: list[Chunk]) -> None:
         text = doc.text
@@ -320,43 +352,49 @@ class ModalityChunker(Chunker):
         header, rows = _table_rows(text, el["start"], el["end"], fmt)
         base = {"modality": "table", "format": fmt, "table": index, "caption": unit.caption or None}
         outside_caption = self.caption_prefix and unit.caption and not unit.caption_inside
-        if self.oversize_tables == "keep" or limit is None or fits(unit.start, unit.end):
-            prefix = unit.caption + "\n" if outside_caption else ""
-            self._emit(doc, (unit.start, unit.end), {**base, "rows": [0, len(rows)]}, pages, out, prefix)
+        if self.oversize_tables == "keep" or limit is None:
+            fits_whole, (prefix, flags) = True, (unit.caption + "\n" if outside_caption else "", {})
+        else:
+            prefix, flags = self._fit(unit.caption + "\n" if outside_caption else "", limit)
+            fits_whole = fits(unit.start, unit.end, prefix)
+        if fits_whole:
+            self._emit(doc, (unit.start, unit.end), {**base, "rows": [0, len(rows)]}, pages, out, prefix, flags)
             return
-        splitter = RecursiveChunker(chunk_size=limit[2], unit=limit[0], tokenizer=limit[1])
+        splitter = self._splitter(limit)
         caption_line = unit.caption + "\n" if self.caption_prefix and unit.caption else ""
-        repeat = caption_line + text[header[0] : header[1]] + "\n"
+        repeat, repeat_flags = self._fit(caption_line + text[header[0] : header[1]] + "\n", limit)
+        first_prefix, first_flags = self._fit(caption_line, limit) if outside_caption else ("", {})
         caption_after = unit.end > el["end"]  # an adjacent caption below the table
         # first piece: caption above (when merged) + header + as many rows as fit
         i = 0
         first_start = unit.start
-        if fits(first_start, header[1]):
+        if fits(first_start, header[1], first_prefix):
             end = header[1]
-            while i < len(rows) and fits(first_start, rows[i][1]):
+            while i < len(rows) and fits(first_start, rows[i][1], first_prefix):
                 end, i = rows[i][1], i + 1
-            self._emit(doc, (first_start, end), {**base, "rows": [1 if i else 0, i]}, pages, out, caption_line if outside_caption else "")
+            self._emit(doc, (first_start, end), {**base, "rows": [1 if i else 0, i]}, pages, out, first_prefix, first_flags)
         else:  # a header too large on its own: cut it like text
             for span in split_region(text, first_start, header[1], splitter):
                 self._emit(doc, span, {**base, "rows": [0, 0], "fallback": True}, pages, out)
+        row_splitter = self._splitter(limit, repeat)
         while i < len(rows):
-            if not fits(*rows[i]):  # one row over the limit: cut, each piece keeps the header
-                for span in split_region(text, rows[i][0], rows[i][1], splitter):
-                    self._emit(doc, span, {**base, "rows": [i + 1, i + 1], "fallback": True}, pages, out, repeat)
+            if not fits(*rows[i], repeat):  # one row over the limit: cut, each piece keeps the header
+                for span in split_region(text, rows[i][0], rows[i][1], row_splitter):
+                    self._emit(doc, span, {**base, "rows": [i + 1, i + 1], "fallback": True}, pages, out, repeat, repeat_flags)
                 i += 1
                 continue
             j = i + 1
-            while j < len(rows) and fits(rows[i][0], rows[j][1]):
+            while j < len(rows) and fits(rows[i][0], rows[j][1], repeat):
                 j += 1
-            self._emit(doc, (rows[i][0], rows[j - 1][1]), {**base, "rows": [i + 1, j]}, pages, out, repeat)
+            self._emit(doc, (rows[i][0], rows[j - 1][1]), {**base, "rows": [i + 1, j]}, pages, out, repeat, repeat_flags)
             i = j
         if caption_after:
             cs = int(el["caption_start"])
             last = out[-1]
-            if last.metadata.get("modality") == "table" and fits(last.start, unit.end) and not last.metadata.get("fallback"):
+            if last.metadata.get("modality") == "table" and fits(last.start, unit.end, last.metadata.get("prefix", "")) and not last.metadata.get("fallback"):
                 merged = (last.start, unit.end)
                 prefix = last.metadata.get("prefix", "")
-                meta = {k: v for k, v in last.metadata.items() if k not in ("prefix", "n_chars")}
+                meta = {k: v for k, v in last.metadata.items() if k not in ("prefix", "n_chars", "size")}
                 out[-1] = Chunk.from_spans(doc, [merged], text=prefix + text[merged[0] : merged[1]], metadata={**meta, **({"prefix": prefix} if prefix else {})})
             else:
                 self._emit(doc, (cs, unit.end), {**base, "rows": [0, 0], "caption_only": True}, pages, out)

@@ -82,4 +82,4 @@ class ParagraphChunker(SizedChunker):
                 meta = {"unit": self.unit, "n_sentences": j - i, "split_paragraph": True}
                 out.append(Chunk.from_spans(doc, [span], metadata=meta))
         flush()
-        return out
+        return self.finalize(doc, out)

@@ -12,11 +12,19 @@ for each chunk's text, which gives wrong starts on repeated passages when overla
 its length function is summed over pieces, which over- or under-counts tokens and words
 at piece joins. Here every piece is a span from the moment it is cut, and a merged chunk
 is measured on its own text, so its size never exceeds ``chunk_size`` in the configured
-unit (unless a single code point exceeds it). For words and tokens, merge decisions count
+unit. For words and tokens, merge decisions count
 the atoms of the whole document's segmentation that a span overlaps (O(log n) per
 decision) and every emitted chunk is then measured exactly
 (:meth:`harness.chunkers.units.Layout.count`); the rare chunk whose own text is longer (a
 cut inside a word) is re-cut by exact windows.
+
+Size guarantee for every accepted configuration: when the separators run out (a list that
+does not end in ``""``, e.g. ``["\n\n", "\n", " "]``) and a piece is still larger than
+``chunk_size`` (a 320-character URL at ``chunk_size=100``), LangChain emits it whole, over
+the limit, with only a logged warning; here it is cut into windows of at most
+``chunk_size`` units (word-aligned where the unit allows) and those chunks carry
+``metadata["hard_cut"] = True``. Every chunk records ``metadata["size"]``, its size in
+``metadata["unit"]`` (tokens without ``[CLS]``/``[SEP]``).
 
 Speed: the pieces of one split are consecutive, so a run of pieces is kept as its list of
 boundaries. Separator positions are found with numpy (one-character separators) or one
@@ -31,7 +39,7 @@ from __future__ import annotations
 import bisect
 import re
 
-from harness.chunkers.base import Chunker, check_overlap, check_size
+from harness.chunkers.base import Chunker, check_limit, check_overlap
 from harness.chunkers.units import Layout, check_unit, get_counter, layout_of, strip_span, window_atoms
 from harness.types import Chunk, Document, Span, make_chunk_id
 
@@ -42,13 +50,16 @@ class RecursiveChunker(Chunker):
     """Recursive separator splitting with exact spans, sized in chars, words or tokens.
 
     Args:
-        chunk_size: maximum chunk size in ``unit``, >= 1.
+        chunk_size: maximum chunk size in ``unit``, >= 1 (>= 4 for tokens:
+            :data:`harness.chunkers.base.MIN_TOKEN_LIMIT`).
         chunk_overlap: maximum units of trailing pieces repeated at the start of the next
             chunk, ``0 <= chunk_overlap < chunk_size``.
         unit: ``"chars"``, ``"words"`` or ``"tokens"``.
         tokenizer: ``"model"`` (embedding model's WordPiece) or ``"cl100k_base"``.
         separators: separators in priority order; ``""`` means "between any two
-            characters" and should come last. Literal strings (not regexes).
+            characters" and should come last. Literal strings (not regexes). Without a
+            final ``""``, a piece that no separator cuts small enough is hard-cut (see
+            the module docstring).
         strip_whitespace: trim whitespace from both ends of each chunk (LangChain default).
 
     Raises:
@@ -66,9 +77,9 @@ class RecursiveChunker(Chunker):
         separators: list[str] | None = None,
         strip_whitespace: bool = True,
     ) -> None:
-        check_size("chunk_size", chunk_size)
-        check_overlap(chunk_size, chunk_overlap)
         check_unit(unit, tokenizer)
+        check_limit("chunk_size", chunk_size, unit)
+        check_overlap(chunk_size, chunk_overlap)
         seps = list(DEFAULT_SEPARATORS if separators is None else separators)
         if not seps or any(not isinstance(s, str) for s in seps):
             raise ValueError(f"chunker.separators must be a non-empty list of strings, got {separators!r}")
@@ -79,14 +90,30 @@ class RecursiveChunker(Chunker):
         self.separators = seps
         self.strip_whitespace = strip_whitespace
 
-    def split_spans(self, text: str) -> list[Span]:
-        """Chunk spans of ``text`` in order (the algorithm without building Chunk objects)."""
+    def split_spans(self, text: str, *, hard_cut: bool = True) -> list[Span]:
+        """Chunk spans of ``text`` in order (the algorithm without building Chunk objects).
+
+        Args:
+            text: the text to split.
+            hard_cut: True (default) keeps ``chunk_size`` for every span (see the module
+                docstring). False reproduces LangChain's ``RecursiveCharacterTextSplitter``
+                exactly for ``unit="chars"``: a piece no separator can cut small enough is
+                returned whole, over ``chunk_size``.
+
+        Returns:
+            Half-open code-point spans, sorted by start.
+        """
+        return [(s, e) for s, e, _, _ in self.split_sized(text, hard_cut=hard_cut)]
+
+    def split_sized(self, text: str, *, hard_cut: bool = True) -> list[tuple[int, int, int, bool]]:
+        """Like :meth:`split_spans`, each span with its exact size in ``unit`` and whether it
+        was hard-cut: ``(start, end, size, hard_cut)``."""
         if not text:
             return []
         counter = get_counter(self.unit, self.tokenizer)
         layout = None if counter.unit == "chars" else layout_of(counter, text)
-        out: list[Span] = []
-        _Split(self, text, layout, counter, out).split(0, len(text), self.separators)
+        out: list[tuple[int, int, int, bool]] = []
+        _Split(self, text, layout, counter, out, hard_cut).split(0, len(text), self.separators)
         if layout is not None:
             # a chunk re-cut by exact windows can end after the start of the next merged chunk
             # (which carries overlap from before the cut): keep document order
@@ -100,10 +127,19 @@ class RecursiveChunker(Chunker):
         # Chunk(...) directly with exactly the fields Chunk.from_spans would set (spans lie in
         # the document by construction): chunk construction is a visible share of the time.
         text, doc_id, unit = doc.text, doc.doc_id, self.unit
-        return [
-            Chunk(doc_id=doc_id, spans=((s, e),), text=text[s:e], chunk_id=make_chunk_id(doc_id, ((s, e),)), metadata={"unit": unit, "n_chars": e - s})
-            for s, e in self.split_spans(text)
+        chunks = [
+            Chunk(
+                doc_id=doc_id,
+                spans=((s, e),),
+                text=text[s:e],
+                chunk_id=make_chunk_id(doc_id, ((s, e),)),
+                metadata={"unit": unit, "n_chars": e - s, "size": n, "hard_cut": True} if hard else {"unit": unit, "n_chars": e - s, "size": n},
+            )
+            for s, e, n, hard in self.split_sized(text)
         ]
+        if any(c.metadata["size"] > self.chunk_size for c in chunks):  # one atom over the limit
+            chunks = self.finalize(doc, chunks)
+        return chunks
 
 
 class _Split:
@@ -114,7 +150,9 @@ class _Split:
     (monotone in both ends), and an emitted chunk is measured exactly.
     """
 
-    def __init__(self, chunker: RecursiveChunker, text: str, layout: Layout | None, counter, out: list[Span]) -> None:
+    def __init__(
+        self, chunker: RecursiveChunker, text: str, layout: Layout | None, counter, out: list[tuple[int, int, int, bool]], hard_cut: bool = True
+    ) -> None:
         import numpy as np
 
         self.text = text
@@ -124,6 +162,9 @@ class _Split:
         self.layout = layout
         self.counter = counter
         self.out = out
+        self.hard_cut = hard_cut
+        # a cut inside a separator-free piece is a hard cut unless "" (any position) is a separator
+        self.any_position = "" in chunker.separators
         self._codes = None  # code points of text (numpy), built on the first one-character separator
         if layout is not None:
             self.atom_starts = np.asarray(layout.starts, dtype=np.int64)
@@ -189,8 +230,8 @@ class _Split:
                 self._merge(bl, first, k)
             if rest:
                 self.split(bl[k], bl[k + 1], rest)
-            else:
-                self._emit(bl[k], bl[k + 1])
+            else:  # no separator left: a piece still over chunk_size is cut by windows
+                self._emit(bl[k], bl[k + 1], oversize=sep != "")
             first = k + 1
         if first < n_pieces:
             self._merge(bl, first, n_pieces)
@@ -250,13 +291,19 @@ class _Split:
                 good = mid
         return bad
 
-    def _emit(self, start: int, end: int) -> None:
+    def _emit(self, start: int, end: int, oversize: bool = False) -> None:
+        """Append ``[start, end)`` (stripped) with its exact size; a span over chunk_size
+        (a merge estimate off at a mid-word boundary, or ``oversize``: a piece no separator
+        cut) is cut into exact windows instead."""
         if self.strip:
             start, end = strip_span(self.text, start, end)
         if end <= start:
             return
-        if self.layout is not None and self.layout.count(start, end) > self.size:
-            # the estimate was off at a mid-word boundary: cut this chunk by exact windows
-            self.out.extend(window_atoms(self.text, start, end, self.counter, self.size, 0))
+        layout = self.layout
+        n = end - start if layout is None else layout.count(start, end)
+        if n <= self.size or (layout is None and not self.hard_cut):
+            self.out.append((start, end, n, False))
             return
-        self.out.append((start, end))
+        hard = oversize or not self.any_position
+        for ws, we in window_atoms(self.text, start, end, self.counter, self.size, 0):
+            self.out.append((ws, we, we - ws if layout is None else layout.count(ws, we), hard))

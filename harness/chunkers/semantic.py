@@ -22,6 +22,26 @@ Breakpoint modes (``breakpoint=``) and the parameter each one reads:
     percentile of ``g``, where ``g = numpy.gradient(d)`` (central differences inside,
     one-sided at the ends); needs at least two distances (three sentences).
 
+Number of chunks (``number_of_chunks = k``, langchain-experimental's option of that name,
+for the four distance modes): instead of the mode's cut-off, the cut-off that yields ``k``
+chunks per document -- the cuts are the ``min(k, n) - 1`` boundaries with the highest
+scores (``d`` for ``percentile``, ``standard_deviation`` and ``interquartile``, which
+therefore all give the same chunks; the gradient ``g`` for ``gradient``), ties broken
+towards the earlier boundary. The mode's own amount (``percentile``,
+``breakpoint_amount``) is not read; setting ``breakpoint_amount`` too is refused, and so
+is ``breakpoint=threshold`` (no distance series to rank). Degenerate documents: no
+sentences give no chunk, one sentence one chunk, and ``k >= n`` sentences make every
+sentence a chunk (two sentences and ``k >= 2``: two chunks, also for ``gradient``, which
+has no gradient for one distance). On distinct distances the semantic cuts equal
+LangChain's for ``1 <= k <= n - 1`` (LangChain interpolates a percentile of ``d``
+linearly from ``k``: ``100 * (n - 1 - k) / (n - 2)``, whose strict ``>`` cut leaves
+exactly ``k - 1`` distances above it); they differ by design where LangChain cannot reach
+``k``: ``k >= n`` (LangChain gives ``n - 1`` chunks, and one chunk for two sentences),
+tied distances at the cut-off (LangChain cuts none of the tied ones, so fewer chunks),
+and ``gradient`` (LangChain ranks ``d`` whatever the mode). The size guards below still
+apply, so ``max_chunk_size`` can add cuts and ``min_chunk_size`` remove some: ``k`` is
+the number of semantic groups, the chunk count is ``k`` only when no guard fires.
+
 LangChain's class re-joins sentences with spaces, so its chunks are not substrings of the
 source; here the breakpoints are applied to exact sentence spans.
 
@@ -48,7 +68,7 @@ import math
 
 import numpy as np
 
-from harness.chunkers.base import Chunker, check_size
+from harness.chunkers.base import Chunker, check_limit, check_size
 from harness.chunkers.sentences import sentence_spans
 from harness.chunkers.units import check_unit, get_counter, window_atoms
 from harness.types import Chunk, Document, Span
@@ -59,7 +79,7 @@ BREAKPOINTS = ("threshold", "percentile", "standard_deviation", "interquartile",
 DEFAULT_AMOUNTS = {"standard_deviation": 3.0, "interquartile": 1.5, "gradient": 95.0}
 
 
-def breakpoint_indices(distances, mode: str, amount: float) -> list[int]:
+def breakpoint_indices(distances, mode: str, amount: float, number_of_chunks: int | None = None) -> list[int]:
     """Positions of the breakpoints in a series of adjacent-sentence distances.
 
     Args:
@@ -69,19 +89,26 @@ def breakpoint_indices(distances, mode: str, amount: float) -> list[int]:
             ``"gradient"`` (definitions in the module docstring).
         amount: the mode's parameter: a percentile in (0, 100) for ``percentile`` and
             ``gradient``, a multiplier (>= 0) of the standard deviation or of the
-            interquartile range otherwise.
+            interquartile range otherwise. Not read when ``number_of_chunks`` is set.
+        number_of_chunks: None, or ``k >= 1``: return the ``min(k, n) - 1`` positions
+            with the highest scores (``d``, or its gradient for ``gradient``; among equal
+            scores the earlier position first), i.e. the cut-off that yields ``min(k, n)``
+            groups (module docstring: how this relates to LangChain's option).
 
     Returns:
         Sorted indices ``i`` such that a new chunk starts at sentence ``i + 1`` (the score
         at ``i`` is strictly greater than the cut-off). Empty for an empty series, and for
-        ``gradient`` with fewer than two distances.
+        ``gradient`` with fewer than two distances unless ``number_of_chunks >= 2`` asks
+        for every boundary.
 
     Raises:
-        ValueError: unknown ``mode``.
+        ValueError: unknown ``mode``, or ``number_of_chunks`` not an integer >= 1.
     """
     d = np.asarray(distances)
     if mode not in BREAKPOINTS or mode == "threshold":
         raise ValueError(f"chunker.breakpoint must be one of {list(BREAKPOINTS[1:])} for a distance series, got {mode!r}")
+    if number_of_chunks is not None:
+        return _top_boundaries(d, mode, number_of_chunks)
     if d.size == 0:
         return []
     score = d
@@ -98,6 +125,24 @@ def breakpoint_indices(distances, mode: str, amount: float) -> list[int]:
         score = np.gradient(d)
         cut = np.percentile(score, amount)
     return [int(i) for i in np.flatnonzero(score > cut)]
+
+
+def _check_number_of_chunks(value) -> None:
+    if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
+        raise ValueError(f"chunker.number_of_chunks must be null or an integer >= 1 (chunks per document), got {value!r}")
+
+
+def _top_boundaries(d: np.ndarray, mode: str, number_of_chunks: int) -> list[int]:
+    """The ``min(k, n) - 1`` highest-scoring boundaries of ``n = d.size + 1`` sentences."""
+    _check_number_of_chunks(number_of_chunks)
+    cuts = min(number_of_chunks, d.size + 1) - 1
+    if cuts <= 0:
+        return []
+    if cuts >= d.size:  # as many chunks as sentences: every boundary, whatever the scores
+        return list(range(d.size))
+    score = np.gradient(d) if mode == "gradient" else d  # d.size >= 2 here
+    order = np.lexsort((np.arange(d.size), -score))  # highest score first, then earliest
+    return sorted(int(i) for i in order[:cuts])
 
 
 def _is_real(value) -> bool:
@@ -118,6 +163,12 @@ class SemanticChunker(Chunker):
             default 3), ``interquartile`` (IQR multiplier, >= 0, default 1.5) and
             ``gradient`` (percentile in (0, 100), default 95); None means the mode's
             default. Ignored by ``threshold`` and ``percentile``.
+        number_of_chunks: None (off), or an integer ``k >= 1``: semantic groups per
+            document, LangChain's ``number_of_chunks`` -- the cut-off of the distance mode
+            is replaced by the one that yields ``min(k, sentences)`` groups (module
+            docstring). Needs a distance mode (not ``threshold``) and
+            ``breakpoint_amount=None``; ``percentile`` is then not read. The size guards
+            still apply.
         max_chunk_size: maximum chunk size in tokens of ``tokenizer``, >= 1.
         min_chunk_size: minimum chunk size in tokens, ``0 <= min_chunk_size <=
             max_chunk_size``; a group below it is merged with the next one (0: off).
@@ -141,6 +192,7 @@ class SemanticChunker(Chunker):
         threshold: float = 0.5,
         percentile: float = 95.0,
         breakpoint_amount: float | None = None,
+        number_of_chunks: int | None = None,
         max_chunk_size: int = 254,
         min_chunk_size: int = 0,
         buffer_size: int = 0,
@@ -164,7 +216,18 @@ class SemanticChunker(Chunker):
                 raise ValueError(
                     f"chunker.breakpoint_amount must be >= 0 for breakpoint={breakpoint}, got {breakpoint_amount!r}"
                 )
-        check_size("max_chunk_size", max_chunk_size)
+        _check_number_of_chunks(number_of_chunks)
+        if number_of_chunks is not None and breakpoint == "threshold":
+            raise ValueError(
+                "chunker.number_of_chunks ranks the adjacent-sentence distances, which chunker.breakpoint=threshold "
+                "does not use: set chunker.breakpoint=percentile (or standard_deviation | interquartile | gradient)"
+            )
+        if number_of_chunks is not None and breakpoint_amount is not None:
+            raise ValueError(
+                f"chunker.number_of_chunks={number_of_chunks} replaces the cut-off that chunker.breakpoint_amount="
+                f"{breakpoint_amount!r} sets: set one of them (the other null)"
+            )
+        check_limit("max_chunk_size", max_chunk_size, "tokens")
         if isinstance(min_chunk_size, bool) or not isinstance(min_chunk_size, int) or not 0 <= min_chunk_size <= max_chunk_size:
             raise ValueError(
                 f"chunker.min_chunk_size must be an integer in [0, max_chunk_size] = [0, {max_chunk_size}], got {min_chunk_size!r}"
@@ -175,6 +238,7 @@ class SemanticChunker(Chunker):
         self.threshold = float(threshold)
         self.percentile = float(percentile)
         self.breakpoint_amount = None if breakpoint_amount is None else float(breakpoint_amount)
+        self.number_of_chunks = number_of_chunks
         self.max_chunk_size = max_chunk_size
         self.min_chunk_size = min_chunk_size
         self.buffer_size = buffer_size
@@ -222,7 +286,7 @@ class SemanticChunker(Chunker):
             starts = self._boundaries_threshold_sized(text, units, vecs)
         else:
             dist = 1.0 - np.einsum("ij,ij->i", vecs[:-1], vecs[1:])
-            semantic = {i + 1 for i in breakpoint_indices(dist, self.breakpoint, self.amount)}
+            semantic = {i + 1 for i in breakpoint_indices(dist, self.breakpoint, self.amount, self.number_of_chunks)}
             starts = self._size_cap(text, units, semantic)
         starts = self._merge_small_tail(text, units, starts)
         groups: list[list[Span]] = []

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import csv
 
-from harness.chunkers.base import Chunker, check_size
+from harness.chunkers.base import MIN_TOKEN_LIMIT, Chunker, check_limit, check_size, fit_prefix, measure
 from harness.chunkers.blocks import SizeLimit, extension, markdown_blocks, split_lines, split_region, stripped
 from harness.chunkers.recursive import RecursiveChunker
 from harness.chunkers.units import check_unit, get_counter
@@ -47,16 +47,20 @@ class TableChunker(Chunker):
     the chunk's data rows in its table (``[0, 0]`` for a header-only chunk);
     ``metadata["table"]`` the 0-based table index in the document.
 
-    Size: a row group also closes early when adding the next row would make its source text
-    exceed ``max_chunk_size`` (the prefix is not counted, so the embedded text of a later
-    chunk is longer by the header); a single row over the limit is cut by the recursive
-    fallback, each piece keeping the header prefix. Chunks are single spans in document
-    order and cover every non-whitespace character.
+    Size: ``max_chunk_size`` applies to each chunk's embedded text, the header prefix
+    included. A row group also closes early when adding the next row would make its
+    embedded text (prefix + rows) exceed ``max_chunk_size``; a single row over the limit is
+    cut by the recursive fallback to the room the prefix leaves, each piece keeping the
+    header prefix. A header longer than half of ``max_chunk_size`` is cut to that half in
+    the prefix (``metadata["prefix_truncated"]``; ``metadata["header"]`` stays whole), see
+    :func:`harness.chunkers.base.fit_prefix`. Every chunk records ``metadata["size"]``,
+    the size of its embedded text in ``unit``. Chunks are single spans in document order
+    and cover every non-whitespace character.
 
     Args:
         rows_per_chunk: maximum data rows per chunk, >= 1.
-        max_chunk_size: maximum source size of a chunk in ``unit``, >= 1 (also the recursive
-            fallback's chunk size for text outside tables).
+        max_chunk_size: maximum size of a chunk's embedded text in ``unit``, >= 1 (>= 4 for
+            tokens; also the recursive fallback's chunk size for text outside tables).
         unit: ``"tokens"``, ``"chars"`` or ``"words"``.
         tokenizer: ``"model"`` (embedding model's WordPiece) or ``"cl100k_base"``.
         format: ``"auto"``, ``"markdown"`` or ``"csv"``.
@@ -78,8 +82,8 @@ class TableChunker(Chunker):
         format: str = "auto",
     ) -> None:
         check_size("rows_per_chunk", rows_per_chunk)
-        check_size("max_chunk_size", max_chunk_size)
         check_unit(unit, tokenizer)
+        check_limit("max_chunk_size", max_chunk_size, unit)
         if format not in FORMATS:
             raise ValueError(f"chunker.format must be one of {list(FORMATS)}, got {format!r}")
         self.rows_per_chunk = rows_per_chunk
@@ -102,7 +106,8 @@ class TableChunker(Chunker):
     def chunk(self, doc: Document) -> list[Chunk]:
         text = doc.text
         self._doc = doc
-        self._limit = SizeLimit(text, get_counter(self.unit, self.tokenizer), self.max_chunk_size)
+        self._counter = get_counter(self.unit, self.tokenizer)
+        self._limit = SizeLimit(text, self._counter, self.max_chunk_size)
         self._splitter = RecursiveChunker(chunk_size=self.max_chunk_size, unit=self.unit, tokenizer=self.tokenizer)
         out: list[Chunk] = []
         fmt = self.format_of(doc)
@@ -113,22 +118,31 @@ class TableChunker(Chunker):
             self._table_chunks(t, header, rows, fmt, out)
             previous_end = rows[-1][1] if rows else header[1]
         self._text_chunks(previous_end, len(text), out)
-        return out
+        return self.finalize(doc, out)
 
     def _text_chunks(self, start: int, end: int, out: list[Chunk]) -> None:
         for span in split_region(self._doc.text, start, end, self._splitter):
             out.append(Chunk.from_spans(self._doc, [span], metadata={"kind": "text", "unit": self.unit}))
 
     def _table_chunks(self, t: int, header: Span, rows: list[Span], fmt: str, out: list[Chunk]) -> None:
-        doc, fits = self._doc, self._limit.fits
+        doc, fits, text, size = self._doc, self._limit.fits, self._doc.text, self.max_chunk_size
         header_text = doc.text[header[0] : header[1]]
         header_row = header_text.splitlines()[0].strip() if fmt == "markdown" else header_text
-        prefix = header_text + "\n"
+        prefix, flags = fit_prefix(header_text + "\n", self._counter, size)
         base = {"kind": "table", "format": fmt, "table": t, "header": header_row, "unit": self.unit}
+
+        def fits_after_header(start: int, end: int) -> bool:
+            """True when prefix + the source text ``[start, end)`` fits the limit."""
+            return measure(self._counter, prefix + text[start:end]) <= size
+
+        room = max(size - measure(self._counter, prefix), MIN_TOKEN_LIMIT if self.unit == "tokens" else 1)
+        row_splitter = RecursiveChunker(chunk_size=room, unit=self.unit, tokenizer=self.tokenizer)
 
         def emit(span: Span, first: int, last: int, with_prefix: bool) -> None:
             meta = {**base, "rows": [first, last]}
             if with_prefix:
+                meta.update(flags)
+            if with_prefix and prefix:
                 meta["prefix"] = prefix
                 out.append(Chunk.from_spans(doc, [span], text=prefix + doc.text[span[0] : span[1]], metadata=meta))
             else:
@@ -144,13 +158,13 @@ class TableChunker(Chunker):
             for span in split_region(doc.text, header[0], header[1], self._splitter):
                 emit(span, 0, 0, False)
         while i < len(rows):
-            if not fits(*rows[i]):  # one oversized row: cut, keep the header on each piece
-                for span in split_region(doc.text, rows[i][0], rows[i][1], self._splitter):
+            if not fits_after_header(*rows[i]):  # one oversized row: cut, keep the header on each piece
+                for span in split_region(doc.text, rows[i][0], rows[i][1], row_splitter):
                     emit(span, i + 1, i + 1, True)
                 i += 1
                 continue
             j = i + 1
-            while j < len(rows) and j - i < self.rows_per_chunk and fits(rows[i][0], rows[j][1]):
+            while j < len(rows) and j - i < self.rows_per_chunk and fits_after_header(rows[i][0], rows[j][1]):
                 j += 1
             emit((rows[i][0], rows[j - 1][1]), i + 1, j, True)
             i = j

@@ -31,7 +31,7 @@ from __future__ import annotations
 import re
 from datetime import datetime, timedelta
 
-from harness.chunkers.base import Chunker, check_size
+from harness.chunkers.base import Chunker, check_limit
 from harness.chunkers.recursive import RecursiveChunker
 from harness.chunkers.units import check_unit, get_counter, strip_span, window_atoms
 from harness.types import Chunk, Document, Span
@@ -127,8 +127,8 @@ class TimestampChunker(Chunker):
             raise ValueError(f"chunker.timestamp_regex must be a valid regular expression: {exc}") from exc
         if "time" not in pattern.groupindex:
             raise ValueError("chunker.timestamp_regex must define a named group (?P<time>...) (and optionally (?P<date>...))")
-        check_size("max_chunk_size", max_chunk_size)
         check_unit(unit, tokenizer)
+        check_limit("max_chunk_size", max_chunk_size, unit)
         self.mode = mode
         self.window_minutes = float(window_minutes)
         self.gap_minutes = float(gap_minutes)
@@ -217,7 +217,7 @@ class TimestampChunker(Chunker):
         text = doc.text
         msgs = self.messages(text)
         if len(msgs) < 2:
-            return self._fallback(doc, 0, len(text))
+            return self.finalize(doc, self._fallback(doc, 0, len(text)))
         counter = get_counter(self.unit, self.tokenizer)
 
         def fits(s: int, e: int) -> bool:
@@ -247,4 +247,4 @@ class TimestampChunker(Chunker):
                     "fallback": False,
                 }
                 out.append(Chunk.from_spans(doc, [span], metadata=meta))
-        return out
+        return self.finalize(doc, out)

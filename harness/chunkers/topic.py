@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import re
 
-from harness.chunkers.base import Chunker, check_size
+from harness.chunkers.base import Chunker, check_limit, check_size
 from harness.chunkers.sentences import sentence_spans
 from harness.chunkers.units import check_unit, get_counter, strip_span, window_atoms
 from harness.types import Chunk, Document, Span
@@ -90,8 +90,8 @@ class TopicChunker(Chunker):
             raise ValueError(f"chunker.n_topics must be 'auto' or an integer >= 1, got {n_topics!r}")
         if unit_of_grouping not in GROUPINGS:
             raise ValueError(f"chunker.unit_of_grouping must be one of {list(GROUPINGS)}, got {unit_of_grouping!r}")
-        check_size("max_chunk_size", max_chunk_size)
         check_unit("tokens", tokenizer)
+        check_limit("max_chunk_size", max_chunk_size, "tokens")
         check_size("random_state", random_state, minimum=0)
         self.method = method
         self.n_topics = n_topics
@@ -224,4 +224,4 @@ class TopicChunker(Chunker):
                 }
                 out.append(Chunk.from_spans(doc, spans, text=JOINER.join(text[s:e] for s, e in spans), metadata=meta))
         out.sort(key=lambda c: c.spans[0])  # document order of each chunk's first span
-        return out
+        return self.finalize(doc, out)

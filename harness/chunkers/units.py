@@ -666,6 +666,7 @@ def window_atoms(
     counter: SizeCounter,
     size: int,
     overlap: int = 0,
+    sizes: list[int] | None = None,
 ) -> list[Span]:
     """Cut ``text[start:end]`` into windows of at most ``size`` units, ``overlap`` units shared.
 
@@ -683,6 +684,7 @@ def window_atoms(
         counter: unit counter.
         size: maximum window size in the counter's unit, >= 1.
         overlap: atoms shared by consecutive windows, ``0 <= overlap < size``.
+        sizes: when given, each returned window's exact size is appended to it.
 
     Returns:
         Sorted list of ``(start, end)`` windows, each stripped of outer whitespace.
@@ -709,11 +711,14 @@ def window_atoms(
             s, e = starts[i], ends[j - 1]
             if isspace(region[s]) or isspace(region[e - 1]):
                 s, e = strip_span(region, s, e)
-            if j - i <= 1 or count(i, j, s, e) <= size:
+            w = count(i, j, s, e) if j - i > 1 or sizes is not None else 0
+            if j - i <= 1 or w <= size:
                 break
             j -= 1
         if e > s:
             out.append((start + s, start + e))
+            if sizes is not None:
+                sizes.append(w)
         if j >= n:
             break
         nxt = j - overlap if j - overlap > i + 1 else i + 1

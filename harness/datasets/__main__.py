@@ -12,8 +12,10 @@ Formats and how ``<path>`` is recognised when ``--format`` is not given:
   extracted are skipped and listed
 
 Prints document/query counts, evidence statistics, the span checks and every record the
-loader dropped or could not resolve (first ``--show`` problems). Exits 1 when the dataset
-cannot be loaded (the message names the file, line or field) or when an excerpts dataset
+loader dropped or could not resolve (first ``--show`` problems), including
+``queries_without_evidence`` (queries a run excludes instead of scoring them 0). Exits 1
+when the dataset cannot be loaded (the message names the file, line or field; for a file
+that is not UTF-8, the file and the byte offset) or when an excerpts dataset
 has missing or ambiguous excerpts (the run would stop on it unless
 ``dataset.allow_unlocated=true``).
 """
@@ -63,15 +65,15 @@ def _detect(path: Path) -> str:
 def _load(root: Path, fmt: str, split: str):
     """Load in ``fmt``; returns ``(dataset, report)``; excerpts load with unlocated kept as problems."""
     if fmt == "native":
-        from harness.datasets.native import load_native
+        from harness.datasets.native import read_native
 
-        ds = load_native(root)
-        return ds, LoadReport(ds.name)
+        ds = read_native(root)
+        return ds, ds.load_report
     if fmt == "chroma":
         from harness.datasets.chroma import load_chroma_general
 
         ds = load_chroma_general(root)
-        return ds, LoadReport(ds.name)
+        return ds, ds.load_report or LoadReport(ds.name)
     if fmt == "beir":
         from harness.datasets.beir import read_beir
 

@@ -20,9 +20,16 @@ Mapping to this project's span model:
   :func:`label_level` reads it back.
 
 Dropped records (counted in the :class:`LoadReport`, logged as a warning): queries with no
-positive judgement in the split, judgements with ``score <= 0``, judgements naming a query
-or document absent from the files, and documents whose title and text are both empty
-(their judgements are dropped with them).
+positive judgement in the split (kind ``queries_without_evidence``: excluded, never scored
+0, logged by a run as the metric ``dataset.queries_without_evidence``; ``info`` splits it
+into ``queries_without_qrels``, not judged in the split at all -- BEIR ships every split's
+queries in one file -- and ``queries_without_positive_qrels``, judged only with
+``score <= 0`` or only on absent documents), judgements with ``score <= 0``, judgements
+naming a query or document absent from the files, and documents whose title and text are
+both empty (their judgements are dropped with them).
+
+Every file must be UTF-8 (an error names the file and the byte offset otherwise); a
+byte-order mark at the start of a file is ignored.
 """
 
 from __future__ import annotations
@@ -30,8 +37,9 @@ from __future__ import annotations
 import logging
 from pathlib import Path
 
+from harness.datasets import textio
 from harness.datasets.native import iter_jsonl_lines
-from harness.datasets.report import LoadReport
+from harness.datasets.report import QUERIES_WITHOUT_EVIDENCE, LoadReport
 from harness.datasets.validate import DatasetError, check_dataset
 from harness.types import Dataset, Document, Evidence, Query
 
@@ -70,21 +78,20 @@ def _read_qrels(path: Path) -> list[tuple[int, str, str, int]]:
         have = sorted(p.name for p in path.parent.glob("*.tsv")) if path.parent.is_dir() else []
         raise DatasetError(f"BEIR: expected a qrels file at {path} (found {have or 'none'}); set dataset.split")
     rows = []
-    with open(path, encoding="utf-8", newline="") as fh:
-        for lineno, line in enumerate(fh, start=1):
-            line = line.rstrip("\r\n")
-            if not line.strip():
-                continue
-            cols = line.split("\t")
-            if len(cols) != 3:
-                raise DatasetError(f"{path}:{lineno}: expected 3 tab-separated columns (query-id, corpus-id, score), got {len(cols)}")
-            try:
-                score = int(cols[2])
-            except ValueError:
-                if lineno == 1:
-                    continue  # header: query-id corpus-id score
-                raise DatasetError(f"{path}:{lineno}: score {cols[2]!r} is not an integer") from None
-            rows.append((lineno, cols[0], cols[1], score))
+    for lineno, line in textio.iter_lines(path):
+        line = line.rstrip("\r\n")
+        if not line.strip():
+            continue
+        cols = line.split("\t")
+        if len(cols) != 3:
+            raise DatasetError(f"{path}:{lineno}: expected 3 tab-separated columns (query-id, corpus-id, score), got {len(cols)}")
+        try:
+            score = int(cols[2])
+        except ValueError:
+            if lineno == 1:
+                continue  # header: query-id corpus-id score
+            raise DatasetError(f"{path}:{lineno}: score {cols[2]!r} is not an integer") from None
+        rows.append((lineno, cols[0], cols[1], score))
     return rows
 
 
@@ -133,8 +140,10 @@ def read_beir(path: str | Path, split: str = "test", name: str | None = None) ->
 
     qrels_file = root / "qrels" / f"{split}.tsv"
     relevant: dict[str, list[str]] = {}
+    judged: set[str] = set()
     for lineno, qid, did, score in _read_qrels(qrels_file):
         where = f"{qrels_file}:{lineno}"
+        judged.add(qid)
         if qid not in query_text:
             report.add("qrels_unknown_query", f"{where}: query-id {qid!r} is not in {queries_file.name}; skipped")
             continue
@@ -152,16 +161,29 @@ def read_beir(path: str | Path, split: str = "test", name: str | None = None) ->
             docs.append(did)
 
     queries = []
+    unjudged: list[str] = []
     for qid, text in query_text.items():
-        if qid not in relevant:
-            report.add("queries_without_qrels")  # BEIR ships all splits' queries in one file
+        if qid not in relevant:  # no evidence in this split: excluded, never scored 0
+            if qid in judged:
+                report.note("queries_without_positive_qrels")
+                report.add(
+                    QUERIES_WITHOUT_EVIDENCE,
+                    f"{qrels_file}: query {qid!r} has no positive judgement on a document of {corpus_file.name}; excluded",
+                )
+            else:
+                report.note("queries_without_qrels")  # BEIR ships all splits' queries in one file
+                report.add(QUERIES_WITHOUT_EVIDENCE)
+                unjudged.append(qid)
             continue
         if not text.strip():
             report.add("empty_queries", f"{queries_file}: query {qid!r} has empty text; skipped")
             continue
         evidence = tuple(Evidence(doc_id=d, start=0, end=doc_len[d]) for d in relevant[qid])
         queries.append(Query(query_id=qid, text=text, evidence=evidence))
-    dataset = Dataset(name=name, documents=tuple(documents), queries=tuple(queries), source=str(root))
+    if unjudged:
+        first = ", ".join(repr(q) for q in unjudged[:5]) + (", ..." if len(unjudged) > 5 else "")
+        report.problems.append(f"{queries_file}: {len(unjudged)} quer{'y' if len(unjudged) == 1 else 'ies'} not judged in {qrels_file.name} ({first}); excluded")
+    dataset = Dataset(name=name, documents=tuple(documents), queries=tuple(queries), source=str(root), load_report=report)
     check_dataset(dataset)
     return dataset, report
 
@@ -181,7 +203,8 @@ def load_beir(path: str | Path, split: str = "test", name: str | None = None) ->
         avoid a second copy of each relevant document; their range is checked.
 
     Raises:
-        DatasetError: ``path`` unset or missing, a missing file, invalid JSON, a missing or
+        DatasetError: ``path`` unset or missing, a missing file, a file that is not UTF-8
+            (file and byte offset named), invalid JSON, a missing or
             non-string ``_id``/``text`` field, a duplicate ``_id`` (file and line named), a
             qrels line without three columns or with a non-integer score, or no judged
             query left.

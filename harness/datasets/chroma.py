@@ -6,8 +6,13 @@ Format (see ``../shared/datasets/chroma_general/README.md``)::
     <path>/questions.csv              columns question, references, corpus_id
 
 ``references`` is a JSON list of ``{"content", "start_index", "end_index"}``; the indices
-are Python ``str`` indices (code points, end exclusive) into the corpus file text. Each
-corpus file becomes one :class:`Document` whose ``doc_id`` is the corpus id.
+are Python ``str`` indices (code points, end exclusive) into the corpus file text (read as
+stored: a byte-order mark is kept, so indices stay those of the file). Each corpus file
+becomes one :class:`Document` whose ``doc_id`` is the corpus id. A question whose
+``references`` is empty (``[]`` or a blank cell) has no evidence: it is excluded (never
+scored 0) and counted as ``queries_without_evidence`` in the dataset's ``load_report``
+(logged as a warning, and by a run as the metric ``dataset.queries_without_evidence``).
+Every file must be UTF-8 (an error names the file and the byte offset).
 
 Source: Smith & Troynikov, "Evaluating Chunking Strategies for Retrieval", Chroma
 technical report, 2024; data from the MIT-licensed ``chunking_evaluation`` repository.
@@ -17,7 +22,9 @@ from __future__ import annotations
 
 import csv
 import hashlib
+import io
 import json
+import logging
 import os
 import shutil
 import tempfile
@@ -25,8 +32,12 @@ import urllib.request
 from pathlib import Path
 
 from harness.datasets.native import read_text
+from harness.datasets.report import QUERIES_WITHOUT_EVIDENCE, LoadReport
+from harness.datasets.textio import read_text as read_text_file
 from harness.datasets.validate import DatasetError, check_dataset
 from harness.types import Dataset, Document, Evidence, Query
+
+log = logging.getLogger(__name__)
 
 #: Upstream commit the download is pinned to.
 UPSTREAM_COMMIT = "35440b84e4564663157b825faec5968d4375399d"
@@ -152,8 +163,9 @@ def load_chroma_general(
         cache_dir: download target (required when downloading).
 
     Raises:
-        DatasetError: no folder found, a requested corpus is missing, malformed CSV/JSON
-            (row named), or an evidence span out of range or unequal to its ``content``.
+        DatasetError: no folder found, a requested corpus is missing, a file that is not
+            UTF-8 (file and byte offset named), malformed CSV/JSON (row named), or an
+            evidence span out of range or unequal to its ``content``.
     """
     folder: Path | None = Path(path) if path else None
     if folder is None and project_root is not None:
@@ -179,24 +191,30 @@ def load_chroma_general(
         Document(doc_id=cid, text=read_text(p), metadata={"type": "text", "source": str(p)}) for cid, p in files.items()
     )
     queries = []
-    with open(questions_file, encoding="utf-8", newline="") as fh:
-        reader = csv.DictReader(fh)
-        needed = {"question", "references", "corpus_id"}
-        if not reader.fieldnames or not needed <= set(reader.fieldnames):
-            raise DatasetError(f"{questions_file}: expected columns {sorted(needed)}, got {reader.fieldnames}")
-        for row_no, row in enumerate(reader, start=2):
-            corpus_id = row["corpus_id"]
-            if corpus_id not in files:
+    report = LoadReport(name)
+    reader = csv.DictReader(io.StringIO(read_text_file(questions_file, strip_bom=True), newline=""))
+    needed = {"question", "references", "corpus_id"}
+    if not reader.fieldnames or not needed <= set(reader.fieldnames):
+        raise DatasetError(f"{questions_file}: expected columns {sorted(needed)}, got {reader.fieldnames}")
+    for row_no, row in enumerate(reader, start=2):
+        corpus_id = row["corpus_id"]
+        if corpus_id not in files:
+            report.note("questions_of_absent_corpora")
+            continue
+        qid = f"{corpus_id}-{row_no - 1:04d}"
+        try:
+            refs = json.loads(row["references"] or "[]")
+            if not refs:  # no evidence: excluded, never scored 0
+                report.add(QUERIES_WITHOUT_EVIDENCE, f"{questions_file}: row {row_no}: question {qid!r} has no references; excluded")
                 continue
-            try:
-                refs = json.loads(row["references"])
-                evidence = tuple(
-                    Evidence(doc_id=corpus_id, start=int(r["start_index"]), end=int(r["end_index"]), text=r["content"])
-                    for r in refs
-                )
-            except (json.JSONDecodeError, KeyError, TypeError, ValueError) as exc:
-                raise DatasetError(f"{questions_file}: row {row_no}: bad references field ({exc})") from exc
-            queries.append(Query(query_id=f"{corpus_id}-{row_no - 1:04d}", text=row["question"], evidence=evidence))
-    dataset = Dataset(name=name, documents=documents, queries=tuple(queries), source=str(folder))
+            evidence = tuple(
+                Evidence(doc_id=corpus_id, start=int(r["start_index"]), end=int(r["end_index"]), text=r["content"])
+                for r in refs
+            )
+        except (json.JSONDecodeError, KeyError, TypeError, ValueError) as exc:
+            raise DatasetError(f"{questions_file}: row {row_no}: bad references field ({exc})") from exc
+        queries.append(Query(query_id=qid, text=row["question"], evidence=evidence))
+    dataset = Dataset(name=name, documents=documents, queries=tuple(queries), source=str(folder), load_report=report)
     check_dataset(dataset)
+    report.log(log)
     return dataset

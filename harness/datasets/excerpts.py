@@ -22,6 +22,12 @@ Layout::
   a :class:`DatasetError` giving the counts and the first problems. With it, those
   excerpts are dropped, queries left without evidence are dropped, and the counts are
   logged as a warning.
+* A record with ``"excerpts": []`` (or ``null``) is a query without evidence: it is
+  excluded (never scored 0) and counted as ``queries_without_evidence`` -- a run logs the
+  metric ``dataset.queries_without_evidence`` and warns; a record without the field is
+  an error.
+* Corpus files must be UTF-8 (an error names the file and the byte offset); a leading
+  byte-order mark is kept in the text (offsets stay those of the file).
 """
 
 from __future__ import annotations
@@ -32,7 +38,7 @@ from typing import Iterable, Sequence
 
 from harness.datasets.locate import Match, NormalisedText, locate
 from harness.datasets.native import iter_jsonl, read_corpus_folder
-from harness.datasets.report import LoadReport
+from harness.datasets.report import QUERIES_WITHOUT_EVIDENCE, LoadReport
 from harness.datasets.validate import DatasetError, check_dataset
 from harness.types import Dataset, Document, Evidence, Query
 
@@ -82,7 +88,7 @@ def read_excerpts(
     report = LoadReport(name)
     queries = locate_queries(documents, iter_jsonl(qfile), qfile.stem, report, where_docs=str(corpus_dir))
     check_located(name, report, allow_unlocated)
-    dataset = Dataset(name=name, documents=tuple(documents), queries=tuple(queries), source=str(root))
+    dataset = Dataset(name=name, documents=tuple(documents), queries=tuple(queries), source=str(root), load_report=report)
     check_dataset(dataset)
     return dataset, report
 
@@ -129,9 +135,14 @@ def locate_queries(
         query = rec.get("query")
         if not isinstance(query, str) or not query.strip():
             raise DatasetError(f"{where}: field 'query' must be a non-empty string, got {query!r}")
-        excerpts = rec.get("excerpts")
-        if not isinstance(excerpts, list) or not excerpts:
-            raise DatasetError(f"{where}: field 'excerpts' must be a non-empty list of strings, got {excerpts!r}")
+        if "excerpts" not in rec:
+            raise DatasetError(f"{where}: missing field 'excerpts' (a list of quoted passages; [] for a query without evidence)")
+        excerpts = rec["excerpts"]
+        if excerpts is None or excerpts == []:  # labelled with no evidence: excluded, counted
+            report.add(QUERIES_WITHOUT_EVIDENCE, f"{where}: query {rec.get('query_id') or f'{default_prefix}-{lineno}'!r} has no excerpts; excluded")
+            continue
+        if not isinstance(excerpts, list):
+            raise DatasetError(f"{where}: field 'excerpts' must be a non-empty list of strings ([] for a query without evidence), got {excerpts!r}")
         doc_id = rec.get("doc_id")
         if doc_id is not None:
             if not isinstance(doc_id, str) or doc_id not in by_id:
@@ -171,7 +182,7 @@ def locate_queries(
             if ev not in evidence:
                 evidence.append(ev)
         if not evidence:
-            report.add("queries_without_evidence")
+            report.add(QUERIES_WITHOUT_EVIDENCE)
             continue
         if len(evidence) < len(excerpts):
             report.note("queries_with_some_excerpts_dropped")

@@ -43,7 +43,7 @@ from __future__ import annotations
 
 import logging
 import shutil
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 from harness.datasets.excerpts import check_located, excerpts_layout, locate_queries
@@ -61,11 +61,9 @@ ON_ERROR = ("skip", "fail")
 class FolderDataset(Dataset):
     """A :class:`~harness.types.Dataset` plus what loading it skipped.
 
-    Attributes:
-        load_report: counts and messages of the load (``skipped_files``, excerpt location).
+    ``load_report`` (inherited) holds the counts and messages of the load
+    (``skipped_files``, excerpt location, ``queries_without_evidence``).
     """
-
-    load_report: LoadReport | None = field(default=None, compare=False, repr=False)
 
     @property
     def skipped_files(self) -> int:
@@ -116,8 +114,8 @@ def read_documents(
             x = extract_file(path, name=rel, table_format=table_format, ocr=ocr, ocr_lang=ocr_lang)
         except IngestError as exc:
             if on_error == "fail":
-                raise DatasetError(f"corpus file {rel!r} in {corpus_dir}: {exc} (dataset.on_error=fail; set skip to leave such files out)") from exc
-            report.add("skipped_files", f"skipped {exc}")
+                raise DatasetError(f"corpus file {rel!r} ({path}): {exc} (dataset.on_error=fail; set skip to leave such files out)") from exc
+            report.add("skipped_files", f"skipped {exc} (file {path})")
             report.note(f"skipped_{exc.kind}")
             continue
         meta = {"source": rel, "type": x.type, "format": FORMATS[path.suffix.lower()], "elements": x.elements, **x.metadata}

@@ -7,6 +7,9 @@ Layout::
         {"query_id": "A-001", "query": "...",
          "evidence": [{"doc_id": "faq.md", "start": 10, "end": 80, "text": "..."}]}
 
+A query whose ``evidence`` is ``[]`` (or ``null``) is excluded and counted
+(``queries_without_evidence``), not scored 0; a record without the field is an error.
+
 ``start``/``end`` are Python ``str`` indices (code points, end exclusive) into the file's
 text read with ``newline=""`` (no newline translation).
 """
@@ -14,10 +17,15 @@ text read with ``newline=""`` (no newline translation).
 from __future__ import annotations
 
 import json
+import logging
 from pathlib import Path
 
+from harness.datasets import textio
+from harness.datasets.report import QUERIES_WITHOUT_EVIDENCE, LoadReport
 from harness.datasets.validate import DatasetError, check_dataset
 from harness.types import Dataset, Document, Evidence, Query
+
+log = logging.getLogger(__name__)
 
 DOC_TYPES = {
     ".md": "markdown",
@@ -30,9 +38,12 @@ DOC_TYPES = {
 
 
 def read_text(path: Path) -> str:
-    """Read a UTF-8 file exactly as stored (no newline translation, no BOM stripping)."""
-    with open(path, encoding="utf-8", newline="") as fh:
-        return fh.read()
+    """Read a UTF-8 file exactly as stored (no newline translation, no BOM stripping).
+
+    Raises:
+        DatasetError: the file is not UTF-8 (file, byte offset, line and column named).
+    """
+    return textio.read_text(path)
 
 
 def iter_jsonl_lines(path: Path):
@@ -40,22 +51,23 @@ def iter_jsonl_lines(path: Path):
     a stream (large corpora are never held as one string).
 
     Lines end at ``\n`` only, as JSON Lines defines them: a U+2028 or other Unicode line
-    separator inside a JSON string stays part of its record.
+    separator inside a JSON string stays part of its record. A byte-order mark at the
+    start of the file is ignored.
 
     Raises:
-        DatasetError: a line is not valid JSON or not a JSON object (file and line named).
+        DatasetError: a line is not UTF-8 (file, line and byte offset named), not valid
+            JSON or not a JSON object (file and line named).
     """
-    with open(path, encoding="utf-8", newline="") as fh:
-        for lineno, line in enumerate(fh, start=1):
-            if not line.strip():
-                continue
-            try:
-                rec = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise DatasetError(f"{path}:{lineno}: invalid JSON ({exc.msg})") from exc
-            if not isinstance(rec, dict):
-                raise DatasetError(f"{path}:{lineno}: expected a JSON object, got {type(rec).__name__}")
-            yield lineno, rec
+    for lineno, line in textio.iter_lines(path):
+        if not line.strip():
+            continue
+        try:
+            rec = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise DatasetError(f"{path}:{lineno}: invalid JSON ({exc.msg})") from exc
+        if not isinstance(rec, dict):
+            raise DatasetError(f"{path}:{lineno}: expected a JSON object, got {type(rec).__name__}")
+        yield lineno, rec
 
 
 def iter_jsonl(path: Path):
@@ -77,20 +89,11 @@ def read_corpus_folder(corpus_dir: Path) -> list[Document]:
     ]
 
 
-def load_native(path: str | Path, name: str | None = None) -> Dataset:
-    """Load a dataset in the project's folder format and verify every evidence span.
+def read_native(path: str | Path, name: str | None = None) -> Dataset:
+    """Load a native-format folder without logging; see :func:`load_native`.
 
-    Args:
-        path: folder holding ``corpus/`` and ``questions.jsonl``.
-        name: dataset name; defaults to the folder name.
-
-    Returns:
-        A :class:`Dataset` with documents sorted by doc_id and queries in file order.
-
-    Raises:
-        DatasetError: missing folder/file, malformed JSON line (file and line named),
-            missing field, or an evidence span that is out of range or does not match
-            its stored excerpt.
+    The returned dataset's ``load_report`` counts queries excluded for an empty
+    ``evidence`` list (kind ``queries_without_evidence``).
     """
     root = Path(path)
     name = name or root.name
@@ -101,18 +104,50 @@ def load_native(path: str | Path, name: str | None = None) -> Dataset:
     if not questions.is_file():
         raise DatasetError(f"dataset {name!r}: expected a questions file at {questions}")
     documents = read_corpus_folder(corpus_dir)
+    report = LoadReport(name)
     queries = []
     for where, rec in iter_jsonl(questions):
         try:
+            spans = rec["evidence"]
+            if spans is None or spans == []:  # labelled with no evidence: excluded, counted
+                report.add(QUERIES_WITHOUT_EVIDENCE, f"{where}: query {rec['query_id']!r} has no evidence; excluded")
+                continue
+            if not isinstance(spans, list):
+                raise DatasetError(f"{where}: field 'evidence' must be a list of {{doc_id, start, end}}, got {type(spans).__name__}")
             evidence = tuple(
                 Evidence(doc_id=e["doc_id"], start=int(e["start"]), end=int(e["end"]), text=e.get("text", ""))
-                for e in rec["evidence"]
+                for e in spans
             )
             queries.append(Query(query_id=str(rec["query_id"]), text=rec["query"], evidence=evidence))
         except KeyError as exc:
             raise DatasetError(f"{where}: missing field {exc.args[0]!r} (need query_id, query, evidence[doc_id,start,end])") from exc
         except (TypeError, ValueError) as exc:
+            if isinstance(exc, DatasetError):
+                raise
             raise DatasetError(f"{where}: {exc}") from exc
-    dataset = Dataset(name=name, documents=tuple(documents), queries=tuple(queries), source=str(root))
+    dataset = Dataset(name=name, documents=tuple(documents), queries=tuple(queries), source=str(root), load_report=report)
     check_dataset(dataset)
+    return dataset
+
+
+def load_native(path: str | Path, name: str | None = None) -> Dataset:
+    """Load a dataset in the project's folder format and verify every evidence span.
+
+    Args:
+        path: folder holding ``corpus/`` and ``questions.jsonl``.
+        name: dataset name; defaults to the folder name.
+
+    Returns:
+        A :class:`Dataset` with documents sorted by doc_id and queries in file order. A
+        query whose ``evidence`` is ``[]`` or ``null`` is excluded (never scored 0),
+        counted in ``load_report`` (``queries_without_evidence``) and warned about.
+
+    Raises:
+        DatasetError: missing folder/file, a file that is not UTF-8 (file and byte offset
+            named), malformed JSON line (file and line named), missing field, or an
+            evidence span that is out of range or does not match its stored excerpt; no
+            query left.
+    """
+    dataset = read_native(path, name=name)
+    dataset.load_report.log(log)
     return dataset

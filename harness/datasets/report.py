@@ -4,12 +4,24 @@ Loaders of foreign formats (BEIR, SQuAD, excerpt lists) may legitimately drop re
 (a query without relevance judgements, an unanswerable question). Dropping silently would
 change what a metric averages over, so every drop is counted here, logged as a warning when
 the dataset is loaded, and printed by ``python -m harness.datasets validate``.
+
+A labelled query that has no evidence in its file (BEIR: no positive judgement in the
+split; SQuAD: unanswerable; excerpts/folder: an empty ``excerpts`` list or none located
+with ``allow_unlocated``; native: an empty ``evidence`` list; chroma: empty
+``references``) is excluded -- never scored 0 -- and counted under
+:data:`QUERIES_WITHOUT_EVIDENCE`; a run logs that count as the metric
+``dataset.queries_without_evidence``.
 """
 
 from __future__ import annotations
 
 import logging
+import warnings
 from dataclasses import dataclass, field
+
+#: Report kind (and, prefixed with ``dataset.``, the run metric) counting labelled queries
+#: excluded because their file gives them no evidence span.
+QUERIES_WITHOUT_EVIDENCE = "queries_without_evidence"
 
 
 @dataclass
@@ -57,6 +69,16 @@ class LoadReport:
         return "\n".join(lines)
 
     def log(self, logger: logging.Logger) -> None:
-        """Emit :meth:`summary` as one WARNING when anything was counted."""
+        """Emit :meth:`summary` as one WARNING when anything was counted; queries excluded
+        for lack of evidence are also reported with :func:`warnings.warn` (they change what
+        every mean metric averages over)."""
         if self.counts:
             logger.warning("%s", self.summary())
+        n = self.count(QUERIES_WITHOUT_EVIDENCE)
+        if n:
+            warnings.warn(
+                f"dataset {self.name!r}: {n} labelled quer{'y' if n == 1 else 'ies'} without evidence excluded from "
+                f"scoring (dataset.queries_without_evidence={n}; not scored 0)",
+                UserWarning,
+                stacklevel=3,  # the caller of the loader's load_* function
+            )

@@ -23,8 +23,12 @@ Mapping:
   single-annotation training files; ``answers="all"`` keeps every distinct answer span
   (the span metrics take the union, so overlapping alternatives count once, but
   alternatives at different places must all be retrieved for full recall);
-* unanswerable questions (``is_impossible: true`` or an empty ``answers`` list) are skipped
-  and counted in the :class:`LoadReport`.
+* unanswerable questions (``is_impossible: true`` or an empty ``answers`` list) have no
+  evidence: they are excluded (never scored 0) and counted in the :class:`LoadReport` as
+  ``queries_without_evidence`` (``info["unanswerable"]``), which a run logs as the metric
+  ``dataset.queries_without_evidence``;
+* the file must be UTF-8 (an error names it and the byte offset); a leading byte-order
+  mark is ignored.
 """
 
 from __future__ import annotations
@@ -33,7 +37,8 @@ import json
 import logging
 from pathlib import Path
 
-from harness.datasets.report import LoadReport
+from harness.datasets import textio
+from harness.datasets.report import QUERIES_WITHOUT_EVIDENCE, LoadReport
 from harness.datasets.validate import DatasetError, check_dataset
 from harness.types import Dataset, Document, Evidence, Query
 
@@ -77,8 +82,7 @@ def read_squad(path: str | Path, name: str | None = None, answers: str = "first"
     file = _resolve_file(path)
     name = name or file.stem
     try:
-        with open(file, encoding="utf-8") as fh:
-            root = json.load(fh)
+        root = json.loads(textio.read_text(file, strip_bom=True))
     except json.JSONDecodeError as exc:
         raise DatasetError(f"{file}: invalid JSON at line {exc.lineno} column {exc.colno} ({exc.msg})") from exc
     report = LoadReport(name)
@@ -105,8 +109,9 @@ def read_squad(path: str | Path, name: str | None = None, answers: str = "first"
                 raw_answers = qa.get("answers", [])
                 if not isinstance(raw_answers, list):
                     raise DatasetError(f"{where_q}.answers: expected list, got {type(raw_answers).__name__}")
-                if qa.get("is_impossible") or not raw_answers:
-                    report.add("unanswerable", f"{where_q}: question {qid!r} has no answer; skipped")
+                if qa.get("is_impossible") or not raw_answers:  # no evidence: excluded, never scored 0
+                    report.note("unanswerable")
+                    report.add(QUERIES_WITHOUT_EVIDENCE, f"{where_q}: question {qid!r} has no answer; excluded")
                     continue
                 spans: list[tuple[int, int]] = []
                 for n, ans in enumerate(raw_answers):
@@ -132,7 +137,7 @@ def read_squad(path: str | Path, name: str | None = None, answers: str = "first"
                     spans = spans[:1]
                 evidence = tuple(Evidence(doc_id=doc_id, start=s, end=e, text=context[s:e]) for s, e in spans)
                 queries.append(Query(query_id=qid, text=question, evidence=evidence))
-    dataset = Dataset(name=name, documents=tuple(documents), queries=tuple(queries), source=str(file))
+    dataset = Dataset(name=name, documents=tuple(documents), queries=tuple(queries), source=str(file), load_report=report)
     check_dataset(dataset)
     return dataset, report
 
@@ -152,7 +157,8 @@ def load_squad(path: str | Path, name: str | None = None, answers: str = "first"
 
     Raises:
         ValueError: ``answers`` is not ``"first"`` or ``"all"``.
-        DatasetError: ``path`` unset or missing, invalid JSON (line and column named), a
+        DatasetError: ``path`` unset or missing, not UTF-8 (byte offset named), invalid
+            JSON (line and column named), a
             missing or mistyped field (JSON path such as ``data[0].paragraphs[2].qas[1]``
             named), an empty context, or an answer whose ``answer_start``/``text`` do not
             match the context; duplicate question ids (via ``check_dataset``).

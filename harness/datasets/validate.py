@@ -15,7 +15,9 @@ def check_dataset(dataset: Dataset) -> None:
     Checks, for each query and each evidence span: the document exists, ``0 <= start <
     end <= len(text)``, and ``text[start:end]`` equals the stored excerpt (when one is
     stored). Also rejects an empty corpus, an empty query list, duplicate query ids and
-    queries without evidence.
+    queries without evidence (loaders exclude and count those before calling this, see
+    :data:`harness.datasets.report.QUERIES_WITHOUT_EVIDENCE`; a dataset built in code
+    must not hold any).
 
     Raises:
         DatasetError: on the first problem, naming the dataset, query id, document and span.
@@ -24,7 +26,10 @@ def check_dataset(dataset: Dataset) -> None:
     if not dataset.documents:
         raise DatasetError(f"dataset {name!r}: the corpus has no documents")
     if not dataset.queries:
-        raise DatasetError(f"dataset {name!r}: no labelled queries")
+        report = getattr(dataset, "load_report", None)
+        excluded = report.count("queries_without_evidence") if report is not None else 0
+        why = f" ({excluded} queries without evidence were excluded)" if excluded else ""
+        raise DatasetError(f"dataset {name!r}: no labelled queries{why}")
     docs: dict[str, str] = {}
     for doc in dataset.documents:
         if doc.doc_id in docs:

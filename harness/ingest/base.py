@@ -201,22 +201,30 @@ def _cell(value: Any, escape_pipe: bool = True) -> str:
     return s.replace("|", "\\|") if escape_pipe else s
 
 
-def decode_utf8(data: bytes, name: str) -> str:
-    """Decode file bytes as UTF-8 text exactly as stored (no newline translation, a BOM is kept).
+def decode_utf8(data: bytes, name: str, strip_bom: bool = False) -> str:
+    """Decode file bytes as UTF-8 text exactly as stored (no newline translation).
+
+    A leading byte-order mark (U+FEFF) is kept unless ``strip_bom``: formats whose text is
+    the file itself (text, markdown, code, CSV) keep it so offsets stay those of the file
+    (structure parsers ignore it); formats whose text is rendered from a parse (HTML, chat
+    JSON) drop it.
 
     Raises:
         IngestError: ``empty`` (no bytes or whitespace only), ``binary`` (a NUL byte),
-            ``not_utf8`` (the message gives the first bad byte and its offset).
+            ``not_utf8`` (the message gives the first bad byte, its byte offset, line and
+            column; a UTF-16 file is named as such).
     """
+    from harness.datasets.textio import describe_not_utf8
+
     if not data.strip():
         raise IngestError("empty", f"{name}: empty file")
+    if data[:2] in (b"\xff\xfe", b"\xfe\xff"):  # UTF-16 has NUL bytes: say what it is, not "binary"
+        raise IngestError("not_utf8", f"{name}: {describe_not_utf8(data, 0)}")
     nul = data.find(b"\x00", 0, 8192)
     if nul != -1:
         raise IngestError("binary", f"{name}: binary file (NUL byte at offset {nul})")
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as exc:
-        raise IngestError(
-            "not_utf8", f"{name}: not UTF-8 (byte 0x{data[exc.start]:02x} at offset {exc.start}); convert it to UTF-8"
-        ) from exc
-    return text
+        raise IngestError("not_utf8", f"{name}: {describe_not_utf8(data, exc.start)}") from exc
+    return text[1:] if strip_bom and text.startswith("\ufeff") else text

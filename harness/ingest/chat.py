@@ -55,7 +55,7 @@ def extract_chat(data: bytes, name: str) -> Extraction:
             (not a message list, a message that is not an object, a missing or mistyped
             field; the message names the file and the message index).
     """
-    raw = decode_utf8(data, name)
+    raw = decode_utf8(data, name, strip_bom=True)  # offsets index the rendered lines, not the JSON
     try:
         doc = json.loads(raw)
     except json.JSONDecodeError as exc:

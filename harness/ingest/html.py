@@ -208,7 +208,7 @@ def extract_html(data: bytes, name: str, table_format: str = "markdown") -> Extr
     """
     from bs4 import BeautifulSoup
 
-    html = decode_utf8(data, name)
+    html = decode_utf8(data, name, strip_bom=True)  # offsets index the extracted text, not the markup
     soup = BeautifulSoup(html, "html.parser")
     title_tag = soup.find("title")
     title = _collapse(title_tag.get_text()) if title_tag is not None else ""

@@ -9,6 +9,13 @@ Name format (one grammar for every metric this project reports):
   (``recall@512tok``).
 * ``<family>`` -- no parameter (``precision_omega``).
 
+Units. A ranked list holds the *returned units* of one query: the retrieved chunks after
+``chunker.expand`` (the chunks themselves for plain strategies, parents or windows for
+small-to-big ones). The *returnable units* of a chunking are the image of ``expand`` over
+every indexed chunk (:func:`harness.metrics.ir.returnable_units`). Ideal rankings (nDCG),
+divisors (AP) and PrecisionΩ range over the returnable units, judged per query; indexed
+children that can never be returned are not counted anywhere.
+
 The registry :data:`FAMILIES` is keyed by the *pattern* (``"recall@k"``,
 ``"recall@Btok"``, ``"precision_omega"``) because the same family name can exist with
 different parameters (span recall at a rank cut-off and at a token budget). Each entry
@@ -36,8 +43,9 @@ class MetricFamily:
         name: family name as it appears in metric names (``recall``, ``ndcg``).
         param: ``"k"`` (rank cut-off, name ``name@k``), ``"budget"`` (token budget, name
             ``name@Btok``) or ``"none"`` (name alone).
-        level: what is scored: ``span`` (characters), ``chunk`` (binary chunk qrels from
-            spans under ``metrics.relevance``), ``document`` (document qrels) or
+        level: what is scored: ``span`` (characters), ``chunk`` (binary relevance of the
+            returned units from spans under ``metrics.relevance``; ideal and divisors over
+            the returnable units), ``document`` (document qrels) or
             ``context`` (tokens handed to a generator).
         range: value range, e.g. ``"[0, 1]"``.
         formula: definition for one query (the reported value is the mean over all
@@ -68,9 +76,10 @@ _FAMILY_LIST = (
     MetricFamily("iou", "k", "span", "[0, 1]", "|E ∩ R_k| / |E ∪ R_k| in characters", _SPAN),
     MetricFamily(
         "precision_omega", "none", "span", "[0, 1]",
-        "|E ∩ Ω| / |Ω| where Ω is the union of the spans of every chunk of the chunking that overlaps E "
-        "(any overlap, independent of metrics.relevance); 0 if no chunk overlaps E. Depends on the chunking only: "
-        "the span precision of an ideal retriever that returns exactly the chunks touching the evidence",
+        "|E ∩ Ω| / |Ω| where Ω is the union of the spans of every returnable unit (the image of chunker.expand "
+        "over the indexed chunks: the chunks of a plain chunking, the parents or windows of small-to-big retrieval) "
+        "that overlaps E (any overlap, independent of metrics.relevance); 0 if no unit overlaps E. Depends on the "
+        "chunking only: the span precision of an ideal retriever that returns exactly the units touching the evidence",
         "PrecisionΩ of Smith & Troynikov (Chroma, 2024), on characters",
     ),
     # --- span recall at a token budget
@@ -105,12 +114,16 @@ _FAMILY_LIST = (
     MetricFamily("hit_rate", "k", "chunk", "[0, 1]", "1 if any top-k chunk is relevant, else 0", _IR),
     MetricFamily(
         "ndcg", "k", "chunk", "[0, 1]",
-        "DCG@k / IDCG@k, DCG@k = Σ_{i<=k} rel_i / log2(i + 1), rel_i in {0, 1}; IDCG over all relevant chunks of the chunking",
+        "DCG@k / IDCG@k, DCG@k = Σ_{i<=k} rel_i / log2(i + 1) over the returned units, rel_i in {0, 1}; "
+        "IDCG@k = Σ_{i<=min(R, k)} 1 / log2(i + 1), R = # returnable units relevant to the query (the image of "
+        "chunker.expand over the indexed chunks: distinct parents for return_unit=parent, windows for window, "
+        "the chunks themselves for plain chunkers); 0 when R = 0",
         "Järvelin & Kekäläinen, 'Cumulated gain-based evaluation of IR techniques', TOIS 2002; " + _IR,
     ),
     MetricFamily(
         "map", "k", "chunk", "[0, 1]",
-        "AP@k = Σ_{i<=k} P@i · rel_i / (# relevant chunks of the chunking) (trec_eval's AP with cut-off)", _IR,
+        "AP@k = Σ_{i<=k} P@i · rel_i / R over the returned units, R = # returnable units relevant to the query "
+        "(as for ndcg; children that are never returned do not count); 0 when R = 0 (trec_eval's AP with cut-off)", _IR,
     ),
     # --- document level (metrics.level=document)
     MetricFamily(

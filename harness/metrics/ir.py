@@ -1,12 +1,22 @@
 """Qrels-based retrieval metrics: chunk qrels derived from evidence spans, trec_eval
 evaluation, evidence-item recall, PrecisionΩ and document-level (max-pooled) metrics.
 
-Chunk qrels. For a query ``q`` and a *pool* of chunks (every indexed chunk plus every unit
-the pipeline handed back, e.g. parents of hierarchical strategies), ``qrels[q] = {chunk_id:
-1}`` for each chunk relevant to ``q`` under the relevance rule
-(:data:`harness.metrics.ranking.RELEVANCE_RULES`, ``metrics.relevance``). Grades are
-binary. A query whose evidence no pooled chunk satisfies has empty qrels; every qrels
-metric is then 0 for it (it stays in the mean).
+Returnable units. Rank metrics judge what a strategy hands back, never what it merely
+indexes. The *returnable units* of a chunking are the image of ``chunker.expand`` over every
+indexed chunk, ``U = ⋃_c expand([c])`` (:func:`returnable_units`), grouped per document:
+the indexed chunks themselves for a plain chunker (``expand`` is the identity), the
+distinct parents for small-to-big retrieval with ``return_unit=parent``, one window per
+child with ``return_unit=window``. Indexed children that are never handed back are not in
+``U``: they cannot be ranked, so they must not enter an ideal ranking or a divisor.
+
+Chunk qrels. For a query ``q``, ``qrels[q] = {unit_id: 1}`` for each unit of ``q``'s pool
+that is relevant to ``q`` under the relevance rule
+(:data:`harness.metrics.ranking.RELEVANCE_RULES`, ``metrics.relevance``). The pool of ``q``
+is ``U`` plus the units returned for ``q`` itself (the same as ``U`` unless an expansion
+depends on which hits come together); it never holds what was returned for *other*
+queries, so one query's score does not depend on another's results. Grades are binary. A
+query whose evidence no unit satisfies has empty qrels; every qrels metric is then 0 for
+it (it stays in the mean).
 
 Runs. The ranked list handed to the metrics (after ``chunker.expand``) becomes
 ``run[q] = {chunk_id: n - i}`` for rank ``i = 0..n-1``, so the library sees exactly the
@@ -16,12 +26,14 @@ The metrics are computed by trec_eval (NIST's reference implementation, through
 ``pytrec_eval`` and ir-measures' ``pytrec_eval`` provider; MacAvaney et al., "Streamlining
 Evaluation with ir-measures", ECIR 2022): ``precision@k`` (``P@k``, divisor k),
 ``hit_rate@k`` (``Success@k``), ``mrr@k`` (``RR@k``), ``ndcg@k`` (``nDCG@k``, gain =
-grade, log2 discount), ``map@k`` (``AP@k``, divisor = number of relevant documents in the
-qrels), ``recall@k`` (``R@k``) and ``mrr@k`` (trec_eval's reciprocal rank, which has no
-cut-off, on the run cut to its top k). All queries go through one call per cut-off. trec_eval is compiled
-C, so nothing is compiled at run time (ranx, used before, JIT-compiled its numba code in
-every new process: seconds per run); tests cross-check every value against ranx on
-generated cases.
+grade, log2 discount, ideal DCG from the ``min(R, k)`` relevant units of the qrels),
+``map@k`` (``AP@k``, divisor ``R`` = number of relevant units in the qrels, i.e. relevant
+returnable units), ``recall@k`` (``R@k``) and ``mrr@k`` (trec_eval's reciprocal rank, which
+has no cut-off, on the run cut to its top k). All queries go through one call per cut-off.
+trec_eval is compiled C, so nothing is compiled at run time (ranx, used before,
+JIT-compiled its numba code in every new process: seconds per run); tests cross-check
+every value against ranx on generated cases and against a brute-force implementation of
+the definitions over every returnable unit.
 
 Document level (``metrics.level=document``): documents are ranked by their best chunk
 (max-pooled retriever score over the fetched chunks; ties broken by the best chunk's rank)
@@ -32,12 +44,12 @@ id (BEIR), whose evidence spans cover whole documents.
 from __future__ import annotations
 
 import bisect
-from typing import Iterable, Mapping, Sequence
+from typing import Callable, Iterable, Mapping, Sequence
 
 from harness.metrics import span as sp
 from harness.metrics import split_cutoff
 from harness.metrics.ranking import relevant_to
-from harness.types import Chunk, Qrels, Query, Run
+from harness.types import Chunk, Document, Qrels, Query, Run
 
 #: Our family name -> name accepted by :func:`ir_per_query`, for the chunk-level families.
 CHUNK_IR = {"chunk_precision": "precision", "hit_rate": "hit_rate", "ndcg": "ndcg", "map": "map"}
@@ -77,12 +89,66 @@ class ChunkIndex:
         return [c for c in self._chunks[doc_id][lo:hi] if sp.overlap_chars(c.spans, (start, end)) > 0]
 
 
-def chunk_qrels(queries: Sequence[Query], index: ChunkIndex, fraction: float = 0.5, rule: str = "overlap_fraction") -> Qrels:
-    """Binary chunk qrels for every query (an entry, possibly empty, per query).
+def returnable_units(
+    chunks: Sequence[Chunk],
+    expand: Callable[[list[Chunk], dict[str, Document]], list[Chunk]] | None,
+    documents: Mapping[str, Document],
+) -> list[Chunk]:
+    """Every unit a strategy can hand back: the image of ``expand`` over the indexed chunks.
 
-    A pooled chunk is relevant when :func:`harness.metrics.ranking.relevant_to` holds for
-    one of the query's evidence spans. Only chunks overlapping some evidence can be
-    relevant under any rule, so only those are examined.
+    ``U = ⋃_{c in chunks} expand([c], documents)``, distinct by ``chunk_id``, in the order
+    first produced. For a plain chunker (``expand`` is the identity) ``U`` is ``chunks``;
+    for ``hierarchical`` it is the distinct parents (``return_unit=parent``), one window
+    per child (``window``) or the children (``child``). These units -- not the indexed
+    ones -- form the ideal ranking of ``ndcg@k``, the divisor of ``map@k`` and the ``Ω`` of
+    :func:`precision_omega`.
+
+    Args:
+        chunks: the indexed chunks.
+        expand: ``chunker.expand`` (ranked chunks, documents by id -> returned units); None
+            means the identity.
+        documents: documents by id (``expand`` reads their text).
+
+    Returns:
+        The returnable units, each with true spans into its document.
+    """
+    if expand is None:
+        return list({c.chunk_id: c for c in chunks}.values())
+    out: dict[str, Chunk] = {}
+    docs = dict(documents)
+    for c in chunks:
+        for unit in expand([c], docs):
+            out.setdefault(unit.chunk_id, unit)
+    return list(out.values())
+
+
+def chunk_qrels(
+    queries: Sequence[Query],
+    index: ChunkIndex,
+    fraction: float = 0.5,
+    rule: str = "overlap_fraction",
+    returned: Mapping[str, Sequence[Chunk]] | None = None,
+) -> Qrels:
+    """Binary qrels of returnable units for every query (an entry, possibly empty, per query).
+
+    A unit of the query's pool is relevant when
+    :func:`harness.metrics.ranking.relevant_to` holds for one of the query's evidence
+    spans. The pool of query ``q`` is ``index`` (build it from :func:`returnable_units`)
+    plus ``returned[q]``, the units scored for ``q`` itself; units returned for other
+    queries never enter it. Only units overlapping some evidence can be relevant under any
+    rule, so only those are examined.
+
+    Args:
+        queries: the labelled queries.
+        index: the returnable units of the chunking.
+        fraction: ``f`` of the ``overlap_fraction`` rule, in [0, 1].
+        rule: one of :data:`harness.metrics.ranking.RELEVANCE_RULES`.
+        returned: ``{query_id: units scored for it}``; units already in ``index`` add
+            nothing. None: the pool is ``index`` alone.
+
+    Returns:
+        ``{query_id: {unit_id: 1}}``; ``len(qrels[q])`` is the ``R`` of nDCG's ideal
+        ranking and of AP's divisor.
     """
     out: Qrels = {}
     for q in queries:
@@ -91,6 +157,9 @@ def chunk_qrels(queries: Sequence[Query], index: ChunkIndex, fraction: float = 0
             for c in index.overlapping(ev.doc_id, ev.start, ev.end):
                 if c.chunk_id not in rel and relevant_to(c, ev, fraction, rule):
                     rel[c.chunk_id] = 1
+        for c in (returned or {}).get(q.query_id, ()):
+            if c.chunk_id not in rel and any(relevant_to(c, ev, fraction, rule) for ev in q.evidence):
+                rel[c.chunk_id] = 1
         out[q.query_id] = rel
     return out
 
@@ -193,9 +262,11 @@ def item_recall(query: Query, ranked_chunks: Sequence[Chunk], ks: Sequence[int],
 
 def precision_omega(query: Query, index: ChunkIndex) -> float:
     """Chroma's PrecisionΩ on characters: ``|E ∩ Ω| / |Ω|``, ``Ω`` the union of the spans of
-    every chunk in ``index`` that overlaps the evidence ``E`` (any overlap). 0 when no chunk
-    overlaps. Depends on the chunking only; no retriever can reach a higher span precision
-    while covering all the evidence that the chunking covers."""
+    every unit in ``index`` that overlaps the evidence ``E`` (any overlap). 0 when no unit
+    overlaps. ``index`` holds the returnable units (:func:`returnable_units`): for
+    small-to-big retrieval the parents or windows a generator would receive, never the
+    children it cannot. Depends on the chunking only; no retriever can reach a higher span
+    precision while covering all the evidence that the returnable units cover."""
     evidence = sp.span_set((e.doc_id, e.span) for e in query.evidence)
     touching = {c.chunk_id: c for e in query.evidence for c in index.overlapping(e.doc_id, e.start, e.end)}
     omega = sp.span_set((c.doc_id, s) for c in touching.values() for s in c.spans)

@@ -1,8 +1,9 @@
 """Per-query retrieval metrics over a ranked list of chunks with span-labelled evidence.
 
-Definitions (``c_1..c_n`` the ranked chunks of one query, ``E`` the union of its evidence
-spans, ``R_k`` the union of the spans of ``c_1..c_k``; sizes in characters; when fewer
-than k chunks were retrieved, all of them are used):
+Definitions (``c_1..c_n`` the ranked chunks of one query, i.e. the units handed back after
+``chunker.expand``, which are parents or windows for small-to-big strategies; ``E`` the
+union of its evidence spans; ``R_k`` the union of the spans of ``c_1..c_k``; sizes in characters;
+when fewer than k chunks were retrieved, all of them are used):
 
 * ``recall@k = |E ∩ R_k| / |E|`` -- share of evidence characters retrieved. Chunk-agnostic
   and equal to the token-level recall of Smith & Troynikov (Chroma, 2024) computed on

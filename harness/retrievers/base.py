@@ -1,4 +1,4 @@
-"""Retriever interface."""
+"""Retriever interface and the input checks and ranking rule every retriever shares."""
 
 from __future__ import annotations
 
@@ -21,10 +21,16 @@ class Retriever(ABC):
 
     @abstractmethod
     def index(self, chunks: Sequence[Chunk]) -> None:
-        """Build the index over ``chunks``.
+        """Build the index over ``chunks``, replacing any previous index.
+
+        An empty list is a valid, empty index: every later search returns no hits. (A run
+        never gets here with no chunks: the loaders refuse an empty corpus and
+        :func:`harness.pipeline.evaluate` a chunker that produced no chunks.)
 
         Raises:
-            ValueError: ``chunks`` is empty (nothing to retrieve from).
+            TypeError: ``chunks`` is not a sequence of :class:`harness.types.Chunk` (e.g.
+                plain strings); see :func:`check_chunks`.
+            ValueError: two chunks share a ``chunk_id``.
         """
 
     @abstractmethod
@@ -32,13 +38,21 @@ class Retriever(ABC):
         """Top-k chunks per query.
 
         Args:
-            queries: the queries to answer.
+            queries: the queries to answer (:class:`harness.types.Query`).
             k: results per query, >= 1; when k exceeds the number of indexed chunks every
-                chunk is returned once (never padding ids).
+                candidate chunk is returned once (never padding ids).
 
         Returns:
             ``{query_id: {chunk_id: score}}`` with at most ``min(k, n_chunks)`` entries per
-            query; a higher score ranks first. Every query id is present.
+            query, in ranking order: score descending, ties by ascending chunk id (the rule
+            of :func:`ranked`, so the top-k cut and the ranking agree). Every query id is
+            present; its dict is empty when nothing qualifies (an empty index; for lexical
+            retrievers a query sharing no token with any chunk, since only chunks with a
+            positive score are returned).
+
+        Raises:
+            TypeError: ``queries`` is not a sequence of :class:`harness.types.Query`.
+            ValueError: ``k`` < 1 or not an int, or search before :meth:`index`.
         """
 
 
@@ -46,6 +60,49 @@ def check_k(k: int) -> None:
     """Raise ``ValueError`` unless ``k`` is an int >= 1."""
     if isinstance(k, bool) or not isinstance(k, int) or k < 1:
         raise ValueError(f"top-k must be an integer >= 1, got {k!r}")
+
+
+def _check_items(items, kind: type, parameter: str, method: str, hint: str) -> list:
+    if isinstance(items, (str, bytes)) or not hasattr(items, "__iter__"):
+        raise TypeError(
+            f"retriever.{method}({parameter}): expected a sequence of {kind.__module__}.{kind.__name__}, "
+            f"got {type(items).__name__} ({hint})"
+        )
+    items = list(items)
+    for i, item in enumerate(items):
+        if not isinstance(item, kind):
+            raise TypeError(
+                f"retriever.{method}({parameter}): {parameter}[{i}] is a {type(item).__name__} ({item!r:.60}), "
+                f"expected {kind.__module__}.{kind.__name__} ({hint})"
+            )
+    return items
+
+
+def check_chunks(chunks: Sequence[Chunk]) -> list[Chunk]:
+    """Validate the argument of :meth:`Retriever.index` and return it as a list.
+
+    Raises:
+        TypeError: ``chunks`` is a string or not iterable, or an item is not a
+            :class:`harness.types.Chunk` (the message names ``chunks[i]`` and its type).
+        ValueError: two chunks share a ``chunk_id`` (their results would merge silently).
+    """
+    items = _check_items(chunks, Chunk, "chunks", "index", "build chunks with a chunker or Chunk.from_spans")
+    seen: dict[str, int] = {}
+    for i, c in enumerate(items):
+        j = seen.setdefault(c.chunk_id, i)
+        if j != i:
+            raise ValueError(f"retriever.index(chunks): chunks[{j}] and chunks[{i}] share chunk_id {c.chunk_id!r}; chunk ids must be unique")
+    return items
+
+
+def check_queries(queries: Sequence[Query]) -> list[Query]:
+    """Validate the argument of :meth:`Retriever.search` and return it as a list.
+
+    Raises:
+        TypeError: ``queries`` is a string or not iterable, or an item is not a
+            :class:`harness.types.Query` (the message names ``queries[i]`` and its type).
+    """
+    return _check_items(queries, Query, "queries", "search", "wrap a text as Query(query_id, text, evidence)")
 
 
 def ranked(run: Run, query_id: str) -> list[str]:

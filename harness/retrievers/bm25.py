@@ -1,13 +1,14 @@
-"""Lexical retrieval: Okapi BM25 via the rank-bm25 package."""
+"""Lexical retrieval: BM25 with Lucene's IDF via the bm25s package."""
 
 from __future__ import annotations
 
+import logging
 import re
 from typing import Sequence
 
 import numpy as np
 
-from harness.retrievers.base import Retriever, check_k
+from harness.retrievers.base import Retriever, check_chunks, check_k, check_queries
 from harness.types import Chunk, Query, Run
 
 _TOKEN = re.compile(r"\w+", re.UNICODE)
@@ -16,54 +17,117 @@ _TOKEN = re.compile(r"\w+", re.UNICODE)
 def bm25_tokenize(text: str) -> list[str]:
     """The BM25 tokenizer: Unicode casefolding, then maximal runs of word characters (regex ``\\w+``).
 
-    No stemming and no stop-word removal; ``"Kestrel's 2.3.1"`` -> ``["kestrel", "s", "2", "3", "1"]``.
+    Used for chunk texts and query texts alike. No stemming and no stop-word removal;
+    punctuation and whitespace are dropped, so ``"???"`` has no tokens;
+    ``"Kestrel's 2.3.1"`` -> ``["kestrel", "s", "2", "3", "1"]``.
     """
     return _TOKEN.findall(text.casefold())
 
 
+def _inherit_log_level() -> None:
+    """bm25s sets its logger to DEBUG on import, which bypasses the application's log level
+    (a "Building index from tokens" line per run); let it inherit that level instead."""
+    logger = logging.getLogger("bm25s")
+    if logger.level == logging.DEBUG:
+        logger.setLevel(logging.NOTSET)
+
+
 class BM25Retriever(Retriever):
-    """BM25Okapi (Robertson & Zaragoza, "The Probabilistic Relevance Framework: BM25 and
-    Beyond", 2009; library rank-bm25) over :func:`bm25_tokenize` tokens of the chunk text.
+    """Okapi BM25 (Robertson & Zaragoza, "The Probabilistic Relevance Framework: BM25 and
+    Beyond", 2009) in Lucene's variant (Kamphuis et al., "Which BM25 Do You Mean? A
+    Large-Scale Reproducibility Study of Scoring Variants", ECIR 2020), computed by the
+    bm25s library (``method="lucene"``) over :func:`bm25_tokenize` tokens of the chunk text.
+
+    For a chunk ``d`` of ``|d|`` tokens among ``N`` chunks of mean length ``avgdl``::
+
+        score(q, d) = sum over query tokens t (repeats count) of
+                      idf(t) * tf(t, d) / (tf(t, d) + k1 * (1 - b + b * |d| / avgdl))
+        idf(t)      = ln(1 + (N - n_t + 0.5) / (n_t + 0.5))     n_t = chunks containing t
+
+    The IDF is positive for every term of the corpus, even one in every chunk (unlike the
+    classic Robertson IDF, which is 0 for a term in half the chunks and negative above),
+    so a chunk scores > 0 exactly when it contains a query token.
+
+    Guarantees of :meth:`search`: only chunks with a positive score are returned, so a
+    chunk sharing no token with the query is never a hit (a query of punctuation only, or
+    of words absent from the corpus, gets no results and scores 0 on every metric); ties
+    among positive scores are broken by ascending chunk id, independent of the order the
+    chunks were indexed in.
 
     Args:
-        k1: term-frequency saturation, >= 0 (rank-bm25 default 1.5).
+        k1: term-frequency saturation, >= 0 (default 1.5).
         b: length normalisation in [0, 1] (default 0.75).
-        epsilon: floor for negative IDF values, as in rank-bm25 (default 0.25).
 
     Raises:
-        ValueError: parameters out of range, indexing no chunks, searching before
+        ValueError: parameters out of range, duplicate chunk ids, searching before
             indexing, or k < 1.
+        TypeError: chunks or queries of the wrong type (e.g. plain strings).
     """
 
     name = "bm25"
 
-    def __init__(self, k1: float = 1.5, b: float = 0.75, epsilon: float = 0.25) -> None:
-        if not isinstance(k1, (int, float)) or k1 < 0:
-            raise ValueError(f"retriever.k1 must be >= 0, got {k1!r}")
-        if not isinstance(b, (int, float)) or not 0.0 <= b <= 1.0:
-            raise ValueError(f"retriever.b must be in [0, 1], got {b!r}")
-        self.k1, self.b, self.epsilon = float(k1), float(b), float(epsilon)
+    def __init__(self, k1: float = 1.5, b: float = 0.75) -> None:
+        if isinstance(k1, bool) or not isinstance(k1, (int, float)) or not k1 >= 0:
+            raise ValueError(f"retriever.k1 must be a number >= 0, got {k1!r}")
+        if isinstance(b, bool) or not isinstance(b, (int, float)) or not 0.0 <= b <= 1.0:
+            raise ValueError(f"retriever.b must be a number in [0, 1], got {b!r}")
+        self.k1, self.b = float(k1), float(b)
         self._bm25 = None
+        self._indexed = False
         self._ids: list[str] = []
+        self._id_rank = np.zeros(0, dtype=np.int64)
 
     def index(self, chunks: Sequence[Chunk]) -> None:
-        from rank_bm25 import BM25Okapi
+        """Build the index over ``chunks`` (an empty list gives an empty index).
 
-        if not chunks:
-            raise ValueError("retriever.bm25: cannot index an empty chunk list (the chunker produced no chunks)")
-        corpus = [bm25_tokenize(c.text) or [""] for c in chunks]
-        self._bm25 = BM25Okapi(corpus, k1=self.k1, b=self.b, epsilon=self.epsilon)
-        self._ids = [c.chunk_id for c in chunks]
+        Raises:
+            TypeError: ``chunks`` is not a sequence of :class:`harness.types.Chunk`.
+            ValueError: two chunks share a ``chunk_id``.
+        """
+        items = check_chunks(chunks)
+        corpus = [bm25_tokenize(c.text) for c in items]
+        self._bm25 = None
+        if any(corpus):  # no token at all: no query can match (and bm25s cannot index it)
+            import bm25s
+
+            _inherit_log_level()
+            bm25 = bm25s.BM25(k1=self.k1, b=self.b, method="lucene", dtype="float64")
+            bm25.index(corpus, show_progress=False)
+            self._bm25 = bm25
+        self._ids = [c.chunk_id for c in items]
+        # position of each chunk in ascending chunk-id order: the tie-break of ranked()
+        self._id_rank = np.argsort(np.argsort(np.array(self._ids, dtype=object), kind="stable"), kind="stable")
+        self._indexed = True
 
     def search(self, queries: Sequence[Query], k: int) -> Run:
+        """Top-k chunks with a positive BM25 score per query (see the class docstring).
+
+        Returns:
+            ``{query_id: {chunk_id: score}}``, at most ``k`` entries per query, in ranking
+            order (score descending, ties by ascending chunk id); an empty dict for a query
+            that shares no token with any chunk.
+
+        Raises:
+            TypeError: ``queries`` is not a sequence of :class:`harness.types.Query`.
+            ValueError: k < 1, or search before :meth:`index`.
+        """
         check_k(k)
-        if self._bm25 is None:
+        items = check_queries(queries)
+        if not self._indexed:
             raise ValueError("retriever.bm25: search() called before index()")
-        kk = min(k, len(self._ids))
         run: Run = {}
-        for q in queries:
-            scores = np.asarray(self._bm25.get_scores(bm25_tokenize(q.text)), dtype=np.float64)
-            # stable order: score descending, then index ascending
-            order = np.lexsort((np.arange(len(scores)), -scores))[:kk]
-            run[q.query_id] = {self._ids[i]: float(scores[i]) for i in order}
+        for q in items:
+            run[q.query_id] = self._search_one(q.text, k)
         return run
+
+    def _search_one(self, text: str, k: int) -> dict[str, float]:
+        if self._bm25 is None:
+            return {}
+        vocab = self._bm25.vocab_dict
+        token_ids = [vocab[t] for t in bm25_tokenize(text) if t in vocab]
+        if not token_ids:
+            return {}
+        scores = np.asarray(self._bm25.get_scores_from_ids(token_ids), dtype=np.float64)
+        hits = np.flatnonzero(scores > 0.0)
+        order = hits[np.lexsort((self._id_rank[hits], -scores[hits]))][:k]
+        return {self._ids[i]: float(scores[i]) for i in order}
