@@ -197,6 +197,11 @@ def _old_hash(cfg) -> str:
     from omegaconf import OmegaConf
 
     data = {k: v for k, v in OmegaConf.to_container(cfg, resolve=True).items() if k not in ("tracking", "hydra", "paths", "resume", "cache")}
+    # settings added since, at their defaults, were not in the config then
+    if data.get("embedding", {}).get("on_truncate") == "warn":
+        del data["embedding"]["on_truncate"]
+    if data.get("chunker", {}).get("number_of_chunks", 0) is None:
+        del data["chunker"]["number_of_chunks"]
     return hashlib.sha256(json.dumps(data, sort_keys=True, default=str).encode("utf-8")).hexdigest()[:16]
 
 
