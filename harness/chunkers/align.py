@@ -36,11 +36,14 @@ of several positions.
 from __future__ import annotations
 
 import bisect
+from collections import Counter
 import logging
 import re
 import unicodedata
 from dataclasses import dataclass, field
+from typing import Iterable
 
+from harness.chunkers.base import Chunker
 from harness.chunkers.units import strip_span
 from harness.types import Chunk, Document, Span
 
@@ -389,17 +392,60 @@ def placed(text: str, pieces: list[str], raw_spans: list[Span]) -> Alignment:
     return Alignment(spans, status)
 
 
-def chunk_all_warning(chunker, chunk_all, docs, progress: bool, library: str) -> list[Chunk]:
-    """Run ``chunk_all`` and warn (logging) with how many chunks ``chunker`` dropped as
-    ambiguous or unaligned meanwhile."""
-    before = len(chunker.ambiguous), len(chunker.unaligned)
-    chunks = chunk_all(docs, progress=progress)
-    amb, una = len(chunker.ambiguous) - before[0], len(chunker.unaligned) - before[1]
-    if amb or una:
-        log.warning(
-            "%s: dropped %d ambiguous and %d unaligned chunks (chunker.on_unaligned=skip); see chunker stats adapter.*",
-            library,
-            amb,
-            una,
+class LibraryAdapter(Chunker):
+    """Shared part of the library adapters (``langchain``, ``chonkie``): the counters, the
+    placement of a document's pieces and the warning for dropped chunks.
+
+    A subclass calls :meth:`_init_adapter` in ``__init__`` with the wrapped class path
+    (:attr:`library`, named in errors and warnings) and, in ``chunk``, computes an :class:`Alignment` (tracked offsets, or
+    :func:`align` as the fallback) and returns :meth:`_place`'s result.
+    """
+
+    def _init_adapter(self, library: str, on_unaligned: str, on_oversize: str) -> None:
+        self.library = library
+        self.on_unaligned = on_unaligned
+        self.on_oversize = on_oversize
+        self.unaligned: list[tuple[str, int]] = []
+        self.ambiguous: list[tuple[str, int]] = []
+        self.counters: Counter[str] = Counter({k: 0 for k in ADAPTER_COUNTERS})
+
+    def _place(self, doc: Document, pieces: list[str], alignment: Alignment, tracked: bool) -> list[Chunk]:
+        """Count the alignment's outcome (``adapter.*``) and build the chunks
+        (:func:`adapter_chunks` with the adapter's ``on_unaligned`` / ``on_oversize``)."""
+        if not tracked:
+            self.counters["adapter.fallback_docs"] += 1
+        status = Counter(alignment.status)
+        self.counters["adapter.chunks"] += len(pieces) - status["empty"]
+        self.counters["adapter.tracked" if tracked else "adapter.searched"] += status[PLACED]
+        self.counters["adapter.ambiguous"] += status[AMBIGUOUS]
+        self.counters["adapter.unaligned"] += status[UNALIGNED]
+        return adapter_chunks(
+            doc,
+            pieces,
+            alignment,
+            library=self.library,
+            on_unaligned=self.on_unaligned,
+            on_oversize=self.on_oversize,
+            limit=self.size_limit(),
+            unaligned=self.unaligned,
+            ambiguous=self.ambiguous,
         )
-    return chunks
+
+    def chunk_all(self, docs: Iterable[Document], progress: bool = False) -> list[Chunk]:
+        """Chunk every document; warns (logging) with the counts when chunks were dropped
+        (``on_unaligned="skip"``)."""
+        before = len(self.ambiguous), len(self.unaligned)
+        chunks = super().chunk_all(docs, progress=progress)
+        amb, una = len(self.ambiguous) - before[0], len(self.unaligned) - before[1]
+        if amb or una:
+            log.warning(
+                "%s: dropped %d ambiguous and %d unaligned chunks (chunker.on_unaligned=skip); see chunker stats adapter.*",
+                self.library,
+                amb,
+                una,
+            )
+        return chunks
+
+    def stats(self) -> dict[str, float]:
+        """Adapter counters as ``{name: value}`` (floats; see the subclass docstring)."""
+        return {k: float(v) for k, v in self.counters.items()}

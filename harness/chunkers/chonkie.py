@@ -27,11 +27,9 @@ Spans are trimmed of outer whitespace (chonkie keeps delimiters and newlines in 
 from __future__ import annotations
 
 import functools
-from collections import Counter
-from typing import Any, Iterable
+from typing import Any
 
-from harness.chunkers.align import ADAPTER_COUNTERS, AMBIGUOUS, PLACED, UNALIGNED, Alignment, adapter_chunks, align, chunk_all_warning, placed
-from harness.chunkers.base import Chunker
+from harness.chunkers.align import Alignment, LibraryAdapter, align, placed
 from harness.types import Chunk, Document, Span
 
 TOKENIZERS = ("character", "model", "cl100k_base")
@@ -51,7 +49,7 @@ _OFFSET_KIND = {"character": "character", "model": "hf", "cl100k_base": "tiktoke
 _UNIT = {"character": ("chars", "model"), "model": ("tokens", "model"), "cl100k_base": ("tokens", "cl100k_base")}
 
 
-class ChonkieChunker(Chunker):
+class ChonkieChunker(LibraryAdapter):
     """Wrap a chonkie chunker; spans from verified token windows or offsets, else constrained alignment.
 
     Args:
@@ -113,11 +111,7 @@ class ChonkieChunker(Chunker):
         self.chunker = chunker
         self.kwargs = kwargs
         self.tokenizer = tokenizer
-        self.on_unaligned = on_unaligned
-        self.on_oversize = on_oversize
-        self.unaligned: list[tuple[str, int]] = []
-        self.ambiguous: list[tuple[str, int]] = []
-        self.counters: Counter[str] = Counter({k: 0 for k in ADAPTER_COUNTERS})
+        self._init_adapter(self.chunker, on_unaligned, on_oversize)
         self._covers = chunker in LOSSLESS_CHUNKERS
         self.partitions = self._covers and on_unaligned == "error"
 
@@ -230,29 +224,4 @@ class ChonkieChunker(Chunker):
             max_overlap = 0 if self.chunker in NON_OVERLAPPING else None
             alignment = align(text, pieces, max_overlap=max_overlap, covers=self._covers, normalise=self.tokenizer == "model")
             tracked = False
-            self.counters["adapter.fallback_docs"] += 1
-        status = Counter(alignment.status)
-        self.counters["adapter.chunks"] += len(pieces) - status["empty"]
-        self.counters["adapter.tracked" if tracked else "adapter.searched"] += status[PLACED]
-        self.counters["adapter.ambiguous"] += status[AMBIGUOUS]
-        self.counters["adapter.unaligned"] += status[UNALIGNED]
-        return adapter_chunks(
-            doc,
-            pieces,
-            alignment,
-            library=self.chunker,
-            on_unaligned=self.on_unaligned,
-            on_oversize=self.on_oversize,
-            limit=self.size_limit(),
-            unaligned=self.unaligned,
-            ambiguous=self.ambiguous,
-        )
-
-    def chunk_all(self, docs: Iterable[Document], progress: bool = False) -> list[Chunk]:
-        """Chunk every document; warns with the counts when chunks were dropped
-        (``on_unaligned="skip"``)."""
-        return chunk_all_warning(self, super().chunk_all, docs, progress, self.chunker)
-
-    def stats(self) -> dict[str, float]:
-        """Adapter counters as ``{name: value}`` (floats; see the class docstring)."""
-        return {k: float(v) for k, v in self.counters.items()}
+        return self._place(doc, pieces, alignment, tracked)

@@ -20,11 +20,9 @@ re-joined them.
 from __future__ import annotations
 
 import functools
-from collections import Counter
-from typing import Any, Iterable
+from typing import Any
 
-from harness.chunkers.align import ADAPTER_COUNTERS, AMBIGUOUS, PLACED, UNALIGNED, adapter_chunks, align, chunk_all_warning, placed
-from harness.chunkers.base import Chunker
+from harness.chunkers.align import LibraryAdapter, align, placed
 from harness.types import Chunk, Document
 
 ON_UNALIGNED = ("error", "skip")
@@ -45,7 +43,7 @@ def _import(path: str):
     return get_class(path)
 
 
-class LangChainChunker(Chunker):
+class LangChainChunker(LibraryAdapter):
     """Wrap a LangChain text splitter; spans from a verified tracked re-run or constrained alignment.
 
     Args:
@@ -117,11 +115,7 @@ class LangChainChunker(Chunker):
             raise ValueError(f"chunker.on_oversize must be one of {list(ON_OVERSIZE)}, got {on_oversize!r}")
         self.splitter = splitter
         self.kwargs = kwargs
-        self.on_unaligned = on_unaligned
-        self.on_oversize = on_oversize
-        self.unaligned: list[tuple[str, int]] = []
-        self.ambiguous: list[tuple[str, int]] = []
-        self.counters: Counter[str] = Counter({k: 0 for k in ADAPTER_COUNTERS})
+        self._init_adapter(self.splitter, on_unaligned, on_oversize)
         keep = kwargs.get("keep_separator", True)
         self._covers = splitter in LOSSLESS_SPLITTERS and keep is not False
         self.partitions = self._covers and on_unaligned == "error"
@@ -179,29 +173,4 @@ class LangChainChunker(Chunker):
             max_overlap, covers = self._fallback_limits()
             alignment = align(text, pieces, max_overlap=max_overlap, covers=covers)
             tracked = False
-            self.counters["adapter.fallback_docs"] += 1
-        status = Counter(alignment.status)
-        self.counters["adapter.chunks"] += len(pieces) - status["empty"]
-        self.counters["adapter.tracked" if tracked else "adapter.searched"] += status[PLACED]
-        self.counters["adapter.ambiguous"] += status[AMBIGUOUS]
-        self.counters["adapter.unaligned"] += status[UNALIGNED]
-        return adapter_chunks(
-            doc,
-            pieces,
-            alignment,
-            library=self.splitter,
-            on_unaligned=self.on_unaligned,
-            on_oversize=self.on_oversize,
-            limit=self.size_limit(),
-            unaligned=self.unaligned,
-            ambiguous=self.ambiguous,
-        )
-
-    def chunk_all(self, docs: Iterable[Document], progress: bool = False) -> list[Chunk]:
-        """Chunk every document; warns with the counts when chunks were dropped
-        (``on_unaligned="skip"``)."""
-        return chunk_all_warning(self, super().chunk_all, docs, progress, self.splitter)
-
-    def stats(self) -> dict[str, float]:
-        """Adapter counters as ``{name: value}`` (floats; see the class docstring)."""
-        return {k: float(v) for k, v in self.counters.items()}
+        return self._place(doc, pieces, alignment, tracked)
