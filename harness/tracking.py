@@ -701,7 +701,17 @@ class Tracker:
             warnings.filterwarnings("ignore", message="The specified dataset source can be interpreted in multiple ways")
             dataset = mlflow.data.from_pandas(df, source=source, name=name, digest=digest)
         entity = DatasetInput(dataset=dataset._to_mlflow_entity(), tags=[InputTag(key=MLFLOW_DATASET_CONTEXT, value=context)])
-        self.client.log_inputs(self.run_id, datasets=[entity])
+        # MLflow's SQL store looks the dataset up, then inserts it: two jobs of a parallel sweep
+        # logging the same dataset at once can both miss it, and the later insert fails on the
+        # unique (experiment, name, digest) key. The row then exists, so a retry links to it.
+        for attempt in range(5):
+            try:
+                self.client.log_inputs(self.run_id, datasets=[entity])
+                return
+            except Exception as exc:  # MlflowException wrapping sqlite3/psycopg IntegrityError
+                if attempt == 4 or "UNIQUE constraint" not in str(exc) and "IntegrityError" not in str(exc):
+                    raise
+                time.sleep(0.05 * (attempt + 1))
 
 
 _RUN_ID_RE = re.compile(r"^[0-9a-f]{8,64}$")
