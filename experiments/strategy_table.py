@@ -11,8 +11,8 @@ import argparse
 
 import mlflow
 
-from harness.build import PROJECT_ROOT
-from harness.tracking import resolve_tracking_uri
+from harness.experiment.build import PROJECT_ROOT
+from harness.tracking.tracker import resolve_tracking_uri
 
 
 def main() -> None:

@@ -58,7 +58,7 @@ def compose(overrides: list[str]):
     from hydra import compose as hydra_compose
     from hydra import initialize_config_dir
 
-    from harness.build import register_resolvers
+    from harness.experiment.build import register_resolvers
 
     register_resolvers()
     if not any(o.startswith(("cache.", "cache=", "+cache")) for o in overrides):

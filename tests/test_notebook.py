@@ -14,7 +14,7 @@ import pytest
 from nbclient import NotebookClient
 
 from conftest import PROJECT_ROOT, compose
-from harness.run import execute
+from harness.experiment.run import execute
 
 NOTEBOOK = PROJECT_ROOT / "notebooks" / "compare_runs.ipynb"
 

@@ -10,9 +10,9 @@ span.
 
 How a document is chunked:
 
-1. Sentences from :func:`harness.chunkers.sentences.sentence_spans` (BlingFire, exact
+1. Sentences from :func:`harness.text.sentences.sentence_spans` (BlingFire, exact
    offsets, never across a blank line); a sentence over ``max_chunk_size`` is first cut at
-   line breaks and word-aligned windows (:func:`harness.chunkers.packing.fit_units`).
+   line breaks and word-aligned windows (:func:`harness.text.packing.fit_units`).
 2. The sentences are taken in windows of ``window_sentences``. For each window with two or
    more sentences the LLM gets them numbered from 1, each with its size in ``unit``, and is
    asked for one line per chunk, ``FIRST-LAST`` (inclusive sentence numbers, e.g. ``1-3``).
@@ -26,7 +26,7 @@ How a document is chunked:
    ``invalid_response``. Connection failures are not hidden: they stop the run
    (:class:`harness.llm.LLMUnavailableError`, naming ``chunker.llm.base_url``).
 4. A rejected window falls back to deterministic sentence packing
-   (:func:`harness.chunkers.packing.pack_units`: whole sentences packed greedily up to
+   (:func:`harness.text.packing.pack_units`: whole sentences packed greedily up to
    ``max_chunk_size``, as the ``sentence`` strategy without overlap), counted as a fallback.
 5. An accepted group larger than ``max_chunk_size`` is split the same way (counted as
    ``agentic.oversize_groups_split``), so the size limit holds whatever the model says.
@@ -50,9 +50,9 @@ import re
 from typing import Any, Iterable, Mapping
 
 from harness.chunkers.base import SizedChunker, check_size
-from harness.chunkers.packing import fit_units, fits, pack_units
-from harness.chunkers.sentences import sentence_spans
-from harness.chunkers.units import SizeCounter, get_counter
+from harness.text.packing import fit_units, fits, pack_units
+from harness.text.sentences import sentence_spans
+from harness.text.units import SizeCounter, get_counter
 from harness.types import Chunk, Document, Span
 
 log = logging.getLogger(__name__)

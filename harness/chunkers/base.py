@@ -113,7 +113,7 @@ class SizedChunker(Chunker):
             ValueError: ``max_chunk_size`` below :func:`check_limit`'s minimum, unknown
                 ``unit`` or ``tokenizer``.
         """
-        from harness.chunkers.units import check_unit
+        from harness.text.units import check_unit
 
         check_unit(unit, tokenizer)
         check_limit("max_chunk_size", max_chunk_size, unit)
@@ -181,7 +181,7 @@ def fit_prefix(prefix: str, counter, limit: int) -> tuple[str, dict[str, Any]]:
 
     Args:
         prefix: the context text put before the chunk body, usually ending in a newline.
-        counter: size unit (:func:`harness.chunkers.units.get_counter`).
+        counter: size unit (:func:`harness.text.units.get_counter`).
         limit: the chunk's size limit in that unit, >= 1.
 
     Returns:
@@ -194,7 +194,7 @@ def fit_prefix(prefix: str, counter, limit: int) -> tuple[str, dict[str, Any]]:
     sep = prefix[len(content) :]
     room = budget - measure(counter, sep)
     if room >= 1 and content.strip():
-        from harness.chunkers.units import window_atoms
+        from harness.text.units import window_atoms
 
         windows = window_atoms(content, 0, len(content), counter, room, 0)
         end = windows[0][1] if windows else 0
@@ -235,7 +235,7 @@ def enforce_limit(doc: Document, chunks: list[Chunk], limit: tuple[str, str, int
     """
     if limit is None or not chunks:
         return chunks
-    from harness.chunkers.units import get_counter
+    from harness.text.units import get_counter
 
     unit, tokenizer, size = limit
     counter = get_counter(unit, tokenizer)
@@ -257,7 +257,7 @@ def enforce_limit(doc: Document, chunks: list[Chunk], limit: tuple[str, str, int
 
 def _hard_cut(doc: Document, chunk: Chunk, counter, size: int) -> list[Chunk]:
     """Pieces of an over-limit chunk that fit ``size`` (rules in :func:`enforce_limit`)."""
-    from harness.chunkers.units import strip_span, window_atoms
+    from harness.text.units import strip_span, window_atoms
 
     text = doc.text
     meta = {k: v for k, v in chunk.metadata.items() if k not in ("size", "n_chars", "prefix", "suffix")}

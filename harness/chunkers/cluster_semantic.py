@@ -28,10 +28,10 @@ from typing import Callable
 import numpy as np
 
 from harness.chunkers.base import MIN_TOKEN_LIMIT, Chunker, check_limit
-from harness.chunkers.packing import fit_units, fits
+from harness.text.packing import fit_units, fits
 from harness.chunkers.recursive import RecursiveChunker
-from harness.chunkers.sentences import sentence_spans
-from harness.chunkers.units import check_unit, get_counter
+from harness.text.sentences import sentence_spans
+from harness.text.units import check_unit, get_counter
 from harness.types import Chunk, Document, Span
 
 PIECES = ("recursive", "sentences")
@@ -198,7 +198,7 @@ class ClusterSemanticChunker(Chunker):
 
     def chunk(self, doc: Document) -> list[Chunk]:
         if self.encoder is None:
-            raise ValueError("ClusterSemanticChunker needs an encoder (built by harness.build with the run's embedding model)")
+            raise ValueError("ClusterSemanticChunker needs an encoder (built by harness.experiment.build with the run's embedding model)")
         text = doc.text
         pieces = self._pieces(text)
         if not pieces:

@@ -41,7 +41,7 @@ import warnings
 from dataclasses import dataclass
 
 from harness.chunkers.base import Chunker, check_limit
-from harness.chunkers.blocks import (
+from harness.text.blocks import (
     EXTENSION_LANGUAGES,
     LineIndex,
     SizeLimit,
@@ -52,7 +52,7 @@ from harness.chunkers.blocks import (
     stripped,
 )
 from harness.chunkers.recursive import RecursiveChunker
-from harness.chunkers.units import check_unit, get_counter
+from harness.text.units import check_unit, get_counter
 from harness.types import Chunk, Document, Span
 
 #: LangChain ``Language`` values accepted by ``language=`` besides ``"auto"`` and ``"text"``

@@ -7,7 +7,7 @@ A pair starts at a question line and runs to the line before the next question o
 * question headings: an ATX heading whose title ends with ``?`` (``## How do I retry?``).
 
 Lines inside fenced code blocks are never questions or headings, and in program source
-(``.py`` etc., see :func:`harness.chunkers.blocks.is_source_code`) ``#`` lines are comments.
+(``.py`` etc., see :func:`harness.text.blocks.is_source_code`) ``#`` lines are comments.
 The answer (``A: ...`` or any text) is everything up to the next question line or ATX
 heading of any level.
 
@@ -32,7 +32,7 @@ from __future__ import annotations
 import re
 
 from harness.chunkers.base import MIN_TOKEN_LIMIT, SizedChunker, fit_prefix, measure
-from harness.chunkers.blocks import (
+from harness.text.blocks import (
     SizeLimit,
     fence_map,
     is_source_code,
@@ -42,7 +42,7 @@ from harness.chunkers.blocks import (
     stripped,
 )
 from harness.chunkers.recursive import RecursiveChunker
-from harness.chunkers.units import get_counter
+from harness.text.units import get_counter
 from harness.types import Chunk, Document
 
 _QUESTION = re.compile(

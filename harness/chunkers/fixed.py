@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from harness.chunkers.base import Chunker, check_limit, check_overlap
-from harness.chunkers.units import check_unit, get_counter, window_atoms
+from harness.text.units import check_unit, get_counter, window_atoms
 from harness.types import Chunk, Document
 
 

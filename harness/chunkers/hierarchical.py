@@ -17,7 +17,7 @@ import re
 
 from harness.chunkers.base import Chunker, check_limit, check_size
 from harness.chunkers.recursive import RecursiveChunker
-from harness.chunkers.units import check_unit, strip_span
+from harness.text.units import check_unit, strip_span
 from harness.types import Chunk, Document, Span
 
 MODES = ("window", "headings", "markers")

@@ -7,7 +7,7 @@ that only change settings), ``CharacterTextSplitter`` and ``TokenTextSplitter`` 
 algorithm is re-run on source spans (:mod:`harness.chunkers.tracked`) and its strings are
 compared with the library's output; the spans are used only when every string is equal.
 Otherwise (other splitters, or a library version that behaves differently) the chunks are
-placed by constrained alignment (:func:`harness.chunkers.align.align`), which refuses a
+placed by constrained alignment (:func:`harness.text.align.align`), which refuses a
 chunk whose text fits more than one consistent position. LangChain's own
 ``add_start_index`` is never used: it re-finds chunks from an offset that can point at an
 earlier copy of a repeated passage.
@@ -22,7 +22,7 @@ from __future__ import annotations
 import functools
 from typing import Any
 
-from harness.chunkers.align import LibraryAdapter, align, placed
+from harness.text.align import LibraryAdapter, align, placed
 from harness.types import Chunk, Document
 
 ON_UNALIGNED = ("error", "skip")

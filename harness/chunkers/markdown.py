@@ -3,7 +3,7 @@
 The document is cut at every ATX heading whose level is in ``[min_header_level,
 max_header_level]``; a ``#`` line inside a fenced code block is code, not a heading. Inside a
 section the blocks (paragraphs, fenced code, pipe tables, lists; see
-:mod:`harness.chunkers.blocks`) are packed greedily, whole, up to ``max_chunk_size``. A block
+:mod:`harness.text.blocks`) are packed greedily, whole, up to ``max_chunk_size``. A block
 that fits the limit is never split; a block that does not is cut by the recursive fallback
 (:class:`~harness.chunkers.recursive.RecursiveChunker` with the same unit and tokenizer).
 Each chunk records its ``section_path``, the titles of the enclosing headings joined with
@@ -17,7 +17,7 @@ and code blocks/tables are kept whole.
 from __future__ import annotations
 
 from harness.chunkers.base import Chunker, check_limit, fit_prefix, measure
-from harness.chunkers.blocks import (
+from harness.text.blocks import (
     Block,
     SizeLimit,
     is_source_code,
@@ -27,7 +27,7 @@ from harness.chunkers.blocks import (
     stripped,
 )
 from harness.chunkers.recursive import RecursiveChunker
-from harness.chunkers.units import check_unit, get_counter, strip_span
+from harness.text.units import check_unit, get_counter, strip_span
 from harness.types import Chunk, Document, Span
 
 

@@ -36,7 +36,7 @@ the size of its embedded text in the limit's unit.
 **Documents without ``elements``** (e.g. the plain-text datasets): with
 ``infer_elements=True`` (default), CSV documents (``.csv`` or ``metadata["type"] ==
 "csv"``) are one table and GFM pipe tables in other non-code documents are found with
-:func:`harness.chunkers.blocks.markdown_blocks`; otherwise, or when none is found, the
+:func:`harness.text.blocks.markdown_blocks`; otherwise, or when none is found, the
 whole document is the text stream.
 
 Chunks come in document order, one span each (when the inner strategy is contiguous), and
@@ -57,9 +57,9 @@ from dataclasses import dataclass, field
 from typing import Any, Mapping
 
 from harness.chunkers.base import MIN_TOKEN_LIMIT, Chunker, fit_prefix, measure
-from harness.chunkers.blocks import SizeLimit, extension, is_source_code, markdown_blocks, split_lines, split_region, stripped
+from harness.text.blocks import SizeLimit, extension, is_source_code, markdown_blocks, split_lines, split_region, stripped
 from harness.chunkers.recursive import RecursiveChunker
-from harness.chunkers.units import get_counter, strip_span
+from harness.text.units import get_counter, strip_span
 from harness.types import Chunk, Document, Span, make_chunk_id
 
 #: Default inner strategy for the text stream.
@@ -96,7 +96,7 @@ def infer_elements(doc: Document) -> list[dict[str, Any]]:
 
     CSV documents (extension ``.csv`` or ``metadata["type"] == "csv"``) are one table;
     program source has none; any other text gets one element per GFM pipe table found by
-    :func:`harness.chunkers.blocks.markdown_blocks`, with the caption of an adjacent
+    :func:`harness.text.blocks.markdown_blocks`, with the caption of an adjacent
     paragraph matching :data:`CAPTION` (the one above first, then the one below).
 
     Returns:

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from harness.chunkers.base import SizedChunker, check_count_below
-from harness.chunkers.packing import fit_units, fits, group_spans, pack_units
-from harness.chunkers.sentences import paragraph_spans, sentence_spans
-from harness.chunkers.units import get_counter
+from harness.text.packing import fit_units, fits, group_spans, pack_units
+from harness.text.sentences import paragraph_spans, sentence_spans
+from harness.text.units import get_counter
 from harness.types import Chunk, Document, Span
 
 
@@ -13,7 +13,7 @@ class ParagraphChunker(SizedChunker):
     """Consecutive whole paragraphs packed into chunks of at most ``max_chunk_size`` units.
 
     Paragraphs are the blocks between blank lines
-    (:func:`harness.chunkers.sentences.paragraph_spans`: ``\\n\\s*\\n``, so Windows
+    (:func:`harness.text.sentences.paragraph_spans`: ``\\n\\s*\\n``, so Windows
     ``\\r\\n\\r\\n`` breaks count). Runs of paragraphs that fit are packed greedily; each
     chunk is the single span from its first paragraph's start to its last paragraph's end
     (the blank lines between them kept) and is re-measured on that exact text. A paragraph
@@ -28,7 +28,7 @@ class ParagraphChunker(SizedChunker):
     Overlap: within a run of fitting paragraphs, each chunk after the first starts
     ``overlap_paragraphs`` paragraphs before the end of the previous one, fewer when they
     would not fit with the next new paragraph (every chunk adds new text; see
-    :func:`harness.chunkers.packing.pack_units`). No overlap is carried across an
+    :func:`harness.text.packing.pack_units`). No overlap is carried across an
     oversized paragraph.
 
     Args:

@@ -15,7 +15,7 @@ is measured on its own text, so its size never exceeds ``chunk_size`` in the con
 unit. For words and tokens, merge decisions count
 the atoms of the whole document's segmentation that a span overlaps (O(log n) per
 decision) and every emitted chunk is then measured exactly
-(:meth:`harness.chunkers.units.Layout.count`); the rare chunk whose own text is longer (a
+(:meth:`harness.text.units.Layout.count`); the rare chunk whose own text is longer (a
 cut inside a word) is re-cut by exact windows.
 
 Size guarantee for every accepted configuration: when the separators run out (a list that
@@ -40,7 +40,7 @@ import bisect
 import re
 
 from harness.chunkers.base import Chunker, check_limit, check_overlap
-from harness.chunkers.units import Layout, check_unit, get_counter, layout_of, strip_span, window_atoms
+from harness.text.units import Layout, check_unit, get_counter, layout_of, strip_span, window_atoms
 from harness.types import Chunk, Document, Span, make_chunk_id
 
 DEFAULT_SEPARATORS = ["\n\n", "\n", " ", ""]

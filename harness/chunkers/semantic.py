@@ -69,8 +69,8 @@ import math
 import numpy as np
 
 from harness.chunkers.base import Chunker, check_limit, check_size
-from harness.chunkers.sentences import sentence_spans
-from harness.chunkers.units import check_unit, get_counter, window_atoms
+from harness.text.sentences import sentence_spans
+from harness.text.units import check_unit, get_counter, window_atoms
 from harness.types import Chunk, Document, Span
 
 BREAKPOINTS = ("threshold", "percentile", "standard_deviation", "interquartile", "gradient")
@@ -276,7 +276,7 @@ class SemanticChunker(Chunker):
 
     def chunk(self, doc: Document) -> list[Chunk]:
         if self.encoder is None:
-            raise ValueError("SemanticChunker needs an encoder (built by harness.build with the run's embedding model)")
+            raise ValueError("SemanticChunker needs an encoder (built by harness.experiment.build with the run's embedding model)")
         text = doc.text
         units = self._units(text)
         if not units:

@@ -3,21 +3,21 @@
 from __future__ import annotations
 
 from harness.chunkers.base import SizedChunker, check_count_below
-from harness.chunkers.packing import fit_units, group_spans, pack_units
-from harness.chunkers.sentences import sentence_spans
-from harness.chunkers.units import get_counter
+from harness.text.packing import fit_units, group_spans, pack_units
+from harness.text.sentences import sentence_spans
+from harness.text.units import get_counter
 from harness.types import Chunk, Document
 
 
 class SentenceChunker(SizedChunker):
     """Consecutive whole sentences packed into chunks of at most ``max_chunk_size`` units.
 
-    Sentences come from :func:`harness.chunkers.sentences.sentence_spans` (BlingFire, exact
+    Sentences come from :func:`harness.text.sentences.sentence_spans` (BlingFire, exact
     offsets) with ``split_paragraphs=True``, so a sentence never runs across a blank line
     (a heading is not glued to the paragraph below it); a chunk may still hold sentences
     from several paragraphs. A sentence larger than the limit (code, logs, tables without
     sentence punctuation) is cut at its line breaks, and a line still too large into
-    word-aligned windows (:func:`harness.chunkers.units.window_atoms`); those pieces are
+    word-aligned windows (:func:`harness.text.units.window_atoms`); those pieces are
     then packed like sentences. Each chunk is the single span from its first sentence's
     start to its last sentence's end (source whitespace between sentences kept) and is
     re-measured on that exact text. This is the sentence-splitter baseline of LlamaIndex's
@@ -27,7 +27,7 @@ class SentenceChunker(SizedChunker):
     end of the previous chunk, fewer when the shared sentences and the next new sentence
     would not fit together; every chunk starts after the previous one's start and holds
     at least one sentence the previous one did not (see
-    :func:`harness.chunkers.packing.pack_units`). With ``overlap_sentences=0`` the chunks
+    :func:`harness.text.packing.pack_units`). With ``overlap_sentences=0`` the chunks
     partition the document.
 
     Args:

@@ -19,9 +19,9 @@ from __future__ import annotations
 import csv
 
 from harness.chunkers.base import MIN_TOKEN_LIMIT, Chunker, check_limit, check_size, fit_prefix, measure
-from harness.chunkers.blocks import SizeLimit, extension, markdown_blocks, split_lines, split_region, stripped
+from harness.text.blocks import SizeLimit, extension, markdown_blocks, split_lines, split_region, stripped
 from harness.chunkers.recursive import RecursiveChunker
-from harness.chunkers.units import check_unit, get_counter
+from harness.text.units import check_unit, get_counter
 from harness.types import Chunk, Document, Span
 
 FORMATS = ("auto", "markdown", "csv")
@@ -31,7 +31,7 @@ class TableChunker(Chunker):
     """Row-group chunking of markdown pipe tables and CSV with the header repeated as a prefix.
 
     * ``format="markdown"``: GFM pipe tables (header row, delimiter row, data rows; see
-      :mod:`harness.chunkers.blocks`; tables inside fenced code are ignored) are split into
+      :mod:`harness.text.blocks`; tables inside fenced code are ignored) are split into
       row groups; the text around them goes to the recursive fallback.
     * ``format="csv"``: the whole document is one comma-separated table read with Python's
       :mod:`csv` module (quoted fields may span lines; a record is never split). The first

@@ -12,7 +12,7 @@ it (lines without a timestamp), up to the next timestamped line. Messages are gr
 
 A group whose text exceeds ``max_chunk_size`` is split at message boundaries (greedily,
 consecutive messages while they fit); a single message over the limit is cut into
-word-aligned windows (:func:`harness.chunkers.units.window_atoms`). A chunk's span runs
+word-aligned windows (:func:`harness.text.units.window_atoms`). A chunk's span runs
 from its first message's timestamp to the end of its last message, so ``text ==
 doc.text[start:end]``.
 
@@ -33,7 +33,7 @@ from datetime import datetime, timedelta
 
 from harness.chunkers.base import Chunker, check_limit
 from harness.chunkers.recursive import RecursiveChunker
-from harness.chunkers.units import check_unit, get_counter, strip_span, window_atoms
+from harness.text.units import check_unit, get_counter, strip_span, window_atoms
 from harness.types import Chunk, Document, Span
 
 MODES = ("window", "session")

@@ -29,8 +29,8 @@ from __future__ import annotations
 import re
 
 from harness.chunkers.base import Chunker, check_limit, check_size
-from harness.chunkers.sentences import sentence_spans
-from harness.chunkers.units import check_unit, get_counter, strip_span, window_atoms
+from harness.text.sentences import sentence_spans
+from harness.text.units import check_unit, get_counter, strip_span, window_atoms
 from harness.types import Chunk, Document, Span
 
 METHODS = ("kmeans", "lda")
@@ -157,7 +157,7 @@ class TopicChunker(Chunker):
         from sklearn.exceptions import ConvergenceWarning
 
         if self.encoder is None:
-            raise ValueError("TopicChunker(method='kmeans') needs an encoder (built by harness.build with the run's embedding model)")
+            raise ValueError("TopicChunker(method='kmeans') needs an encoder (built by harness.experiment.build with the run's embedding model)")
         vecs = np.asarray(self.encoder.encode(texts, desc="embed units"), dtype=np.float64)
         k = min(k, len(np.unique(vecs.round(6), axis=0)))  # no more clusters than distinct points
         if k <= 1:

@@ -7,7 +7,7 @@ length function / tokenizer, and return for every chunk the string the library i
 expected to produce together with the source span it came from. The adapter compares the
 expected strings with the library's actual output: only when every string is equal (same
 number of chunks, same order) are the spans used; otherwise it falls back to constrained
-alignment (:mod:`harness.chunkers.align`).
+alignment (:mod:`harness.text.align`).
 
 Covered:
 

@@ -12,7 +12,7 @@ Byte-order mark (U+FEFF, bytes ``EF BB BF``):
 * **corpus text** (:func:`read_text`, ``strip_bom=False``) keeps it: evidence offsets of
   the native and chroma formats are code-point indices into the file text exactly as
   stored, and stripping one character would shift every one of them. Structure parsers
-  ignore it instead (:func:`harness.chunkers.blocks.markdown_blocks` treats a mark at the
+  ignore it instead (:func:`harness.text.blocks.markdown_blocks` treats a mark at the
   start of a line as no text, so ``"\\ufeff# Title"`` is a heading).
 * **record files** (JSONL, JSON, CSV, TSV: :func:`iter_lines`, ``strip_bom=True``) drop a
   leading mark: it is not part of any record, and ``json`` refuses it.

@@ -77,7 +77,7 @@ class Encoder:
     in every :meth:`encode` call once the caches have been read: before each block the
     model embeds (after the model is loaded) or once when nothing is left to embed. A run
     uses it to wait for its tracking store's answer before the first text is embedded
-    (:func:`harness.run.execute`): an exception it raises ends the call before the next
+    (:func:`harness.experiment.run.execute`): an exception it raises ends the call before the next
     block, keeping the blocks already stored.
 
     Args:

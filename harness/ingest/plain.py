@@ -4,7 +4,7 @@ The document text is the file's UTF-8 text (no newline translation), so excerpts
 offsets refer to the file itself. Elements:
 
 * ``.md`` / ``.markdown`` (type ``markdown``): one element per markdown block found by
-  :func:`harness.chunkers.blocks.markdown_blocks`: ``heading`` (with ``level``), ``code``
+  :func:`harness.text.blocks.markdown_blocks`: ``heading`` (with ``level``), ``code``
   (fenced blocks), ``table`` (GFM pipe tables; ``format="markdown"``, ``rows``,
   ``columns``), ``list`` and ``paragraph``; caption paragraphs next to tables are attached
   (:func:`harness.ingest.base.attach_captions`).
@@ -24,8 +24,8 @@ _BLOCK_TYPES = {"heading": "heading", "fence": "code", "table": "table", "list":
 
 def markdown_elements(text: str) -> list[dict[str, Any]]:
     """Elements of markdown ``text`` (see the module docstring); spans stripped of outer whitespace."""
-    from harness.chunkers.blocks import markdown_blocks, split_lines
-    from harness.chunkers.units import strip_span
+    from harness.text.blocks import markdown_blocks, split_lines
+    from harness.text.units import strip_span
 
     lines = split_lines(text)
     out: list[dict[str, Any]] = []
@@ -70,7 +70,7 @@ def extract_text(data: bytes, name: str) -> Extraction:
     Raises:
         IngestError: empty, binary or not UTF-8.
     """
-    from harness.chunkers.sentences import paragraph_spans
+    from harness.text.sentences import paragraph_spans
 
     text = decode_utf8(data, name)
     return Extraction(text=text, type="text", elements=[{"type": "paragraph", "start": s, "end": e} for s, e in paragraph_spans(text)])
@@ -82,7 +82,7 @@ def extract_python(data: bytes, name: str) -> Extraction:
     Raises:
         IngestError: empty, binary or not UTF-8.
     """
-    from harness.chunkers.units import strip_span
+    from harness.text.units import strip_span
 
     text = decode_utf8(data, name)
     s, e = strip_span(text, 0, len(text))

@@ -21,7 +21,7 @@ def extract_csv(data: bytes, name: str) -> Extraction:
         IngestError: empty, binary or not UTF-8; ``corrupt`` when :mod:`csv` cannot parse it;
             ``empty`` when it has no record.
     """
-    from harness.chunkers.units import strip_span
+    from harness.text.units import strip_span
 
     text = decode_utf8(data, name)
     try:

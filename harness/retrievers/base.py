@@ -25,7 +25,7 @@ class Retriever(ABC):
 
         An empty list is a valid, empty index: every later search returns no hits. (A run
         never gets here with no chunks: the loaders refuse an empty corpus and
-        :func:`harness.pipeline.evaluate` a chunker that produced no chunks.)
+        :func:`harness.experiment.pipeline.evaluate` a chunker that produced no chunks.)
 
         Raises:
             TypeError: ``chunks`` is not a sequence of :class:`harness.types.Chunk` (e.g.

@@ -46,7 +46,7 @@ class FaissRetriever(Retriever):
 
         chunks = check_chunks(chunks)
         if self.encoder is None:
-            raise ValueError("retriever.faiss needs an encoder (built by harness.build)")
+            raise ValueError("retriever.faiss needs an encoder (built by harness.experiment.build)")
         if not chunks:  # an empty index: every search returns no hits
             self._index, self._ids, self.chunk_vectors, self._indexed = None, [], None, True
             return

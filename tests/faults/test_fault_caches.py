@@ -96,9 +96,9 @@ def _config():
 def run_once(dataset, cache_dir: Path):
     """One real evaluation (recursive chunks of <= 120 chars, FAISS) with both caches in
     ``cache_dir``; a new encoder each time, so only the disk caches carry over."""
-    from harness import build
+    from harness.experiment import build
     from harness.embeddings.model import Encoder
-    from harness.pipeline import evaluate
+    from harness.experiment.pipeline import evaluate
 
     cfg = _config()
     encoder = Encoder(show_progress=False, cache_dir=cache_dir)
@@ -256,12 +256,12 @@ def test_unreadable_embedding_database_is_moved_aside_and_the_run_continues(tiny
 
 @pytest.mark.slow
 def test_a_whole_run_survives_a_zeroed_cache_database(clean, cache_dir, tmp_path, tracking_uri):
-    """Through ``harness.run.execute``: the job finishes (MLflow FINISHED) instead of failing
+    """Through ``harness.experiment.run.execute``: the job finishes (MLflow FINISHED) instead of failing
     with "file is not a database", and its metrics equal the clean run's (the rank and span
     metrics at k = 1 and 3 that both compute)."""
     import mlflow
 
-    from harness.run import execute
+    from harness.experiment.run import execute
 
     folder = write_corpus(tmp_path / "data")
     db = cache_dir / "embeddings" / "embeddings.sqlite"

@@ -25,9 +25,9 @@ import mlflow
 import pytest
 
 from conftest import PROJECT_ROOT, compose
-from harness import build
-from harness.run import EXIT_BUSY, execute
-from harness.tracking import (
+from harness.experiment import build
+from harness.experiment.run import EXIT_BUSY, execute
+from harness.tracking.tracker import (
     HEARTBEAT_TAG,
     HEARTBEAT_TIMEOUT_S,
     HOST_TAG,
@@ -38,7 +38,7 @@ from harness.tracking import (
     Tracker,
     process_start,
 )
-from harness.tracking_worker import RunBusy
+from harness.tracking.worker import RunBusy
 
 BM25 = ["retriever=bm25", "chunker=fixed", "chunker.chunk_size=200", "stats.bootstrap=0", "embedding.show_progress=false"]
 HERE = socket.gethostname()
@@ -141,7 +141,7 @@ def test_two_processes_of_one_configuration_started_at_once_give_one_finished_ru
 _CLAIMER = textwrap.dedent(
     """
     import json, os, sys, time
-    from harness.tracking import Owner, Tracker
+    from harness.tracking.tracker import Owner, Tracker
     uri, chash, folder, name, lock = sys.argv[1:6]
     tracker = Tracker(uri, "claims")
     open(os.path.join(folder, name + ".ready"), "w").close()
@@ -285,8 +285,8 @@ def test_a_run_left_open_by_this_very_process_is_stale(tmp_path):
 
 
 def test_the_worker_renews_the_heartbeat_of_its_open_run_only_when_due(tmp_path):
-    from harness.tracking import HEARTBEAT_S
-    from harness.tracking_worker import _heartbeat
+    from harness.tracking.tracker import HEARTBEAT_S
+    from harness.tracking.worker import _heartbeat
 
     tracker = Tracker(f"sqlite:///{tmp_path / 'mlflow.db'}", "claims")
     claim = tracker.claim("beef01", "beating", owner=Owner.current())

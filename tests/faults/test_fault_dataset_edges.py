@@ -10,7 +10,7 @@
   stay those of the file.
 
 Everything is real: files written under ``tmp_path``, the loaders, the markdown chunker,
-``harness.run.execute`` with BM25 and an MLflow SQLite store in ``tmp_path``. Expected
+``harness.experiment.run.execute`` with BM25 and an MLflow SQLite store in ``tmp_path``. Expected
 counts and byte offsets are worked out by hand in the comments.
 """
 
@@ -54,7 +54,7 @@ def store(tmp_path_factory):
 
 
 def _run(uri, overrides):
-    from harness.run import execute
+    from harness.experiment.run import execute
 
     cfg = compose([*overrides, "chunker=fixed", "chunker.chunk_size=200", "retriever=bm25", f"tracking.uri={uri}", "embedding.show_progress=false"])
     with warnings.catch_warnings(record=True) as caught:
@@ -354,7 +354,7 @@ def test_a_leading_bom_does_not_hide_the_first_heading_and_offsets_stay_true(tmp
 
 
 def test_a_leading_bom_does_not_hide_heading_fence_or_table_elsewhere():
-    from harness.chunkers.blocks import markdown_blocks
+    from harness.text.blocks import markdown_blocks
     from harness.chunkers.faq import faq_regions
     from harness.ingest import extract_bytes
 

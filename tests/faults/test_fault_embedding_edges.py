@@ -85,8 +85,8 @@ def test_on_truncate_error_refuses_before_embedding_and_ignore_is_silent():
 def test_bad_on_truncate_is_a_one_line_config_error_before_any_work(tracking_uri):
     import mlflow
 
-    from harness import build
-    from harness.run import execute
+    from harness.experiment import build
+    from harness.experiment.run import execute
 
     with pytest.raises(ValueError, match="embedding.on_truncate must be one of 'warn', 'error', 'ignore', got 'raise'$"):
         build.build_encoder(compose(["embedding.on_truncate=raise"]))
@@ -102,9 +102,9 @@ def test_bad_on_truncate_is_a_one_line_config_error_before_any_work(tracking_uri
 def test_a_run_with_chunks_over_the_window_warns_once_with_the_chunk_count(tmp_path):
     from transformers import AutoTokenizer
 
-    from harness import build
+    from harness.experiment import build
     from harness.embeddings.model import Encoder
-    from harness.pipeline import evaluate
+    from harness.experiment.pipeline import evaluate
     from harness.types import Dataset, Document, Evidence, Query
 
     docs = (

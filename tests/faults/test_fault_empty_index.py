@@ -16,7 +16,7 @@ import pytest
 from harness.chunkers.fixed import FixedChunker
 from harness.datasets.native import load_native
 from harness.datasets.validate import DatasetError
-from harness.pipeline import evaluate
+from harness.experiment.pipeline import evaluate
 from harness.retrievers.bm25 import BM25Retriever
 from harness.retrievers.faiss import FaissRetriever
 from harness.types import Chunk, Dataset, Document, Evidence, Query

@@ -5,7 +5,7 @@ characters backslash + ``n``, and Hydra's override grammar keeps them as they ar
 recursive chunker used to split on the literal text ``\\n`` (never found) and fell back to
 spaces: different chunks, different metrics, no warning. Now ``\\n``, ``\\r``, ``\\t`` and
 ``\\\\`` are decoded in the literal-string settings of a chunker config before the config
-is hashed or instantiated (:mod:`harness.escapes`), any other backslash sequence there is
+is hashed or instantiated (:mod:`harness.text.escapes`), any other backslash sequence there is
 refused, and regex settings are left alone.
 
 Test corpus (hand-worked): ten paragraphs of 34 to 40 characters separated by blank lines.
@@ -28,7 +28,7 @@ import mlflow
 import pytest
 
 from conftest import PROJECT_ROOT, compose
-from harness import build
+from harness.experiment import build
 from harness.types import Document
 
 WORDS = ["amber", "basalt", "cobalt", "dune", "ember", "fjord", "garnet", "harbor", "indigo", "juniper"]

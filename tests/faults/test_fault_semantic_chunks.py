@@ -20,9 +20,9 @@ import numpy as np
 import pytest
 
 from conftest import compose
-from harness import build
+from harness.experiment import build
 from harness.chunkers.semantic import SemanticChunker, breakpoint_indices
-from harness.chunkers.sentences import sentence_spans
+from harness.text.sentences import sentence_spans
 from harness.types import Document
 
 DISTANCE_MODES = ("percentile", "standard_deviation", "interquartile")
@@ -204,7 +204,7 @@ def test_number_of_chunks_degenerate_documents(encoder, mode):
 
 def test_number_of_chunks_keeps_the_size_limit(encoder):
     """The size guard still applies: a cap below the document's size adds cuts."""
-    from harness.chunkers.units import get_counter
+    from harness.text.units import get_counter
 
     doc = _documents(1, seed=11)[0]
     chunks = SemanticChunker(breakpoint="percentile", number_of_chunks=1, max_chunk_size=30, encoder=encoder).chunk(doc)

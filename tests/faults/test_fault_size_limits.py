@@ -241,7 +241,7 @@ def test_every_chunker_config_keeps_its_limit_on_adversarial_text(encoder):
     longer than the limit: embedded text within the limit, ``size`` recorded."""
     from conftest import PROJECT_ROOT, compose
 
-    from harness import build
+    from harness.experiment import build
 
     long_heading = "# " + " ".join(f"Heading{i}" for i in range(30))
     docs = [

@@ -25,7 +25,7 @@ from harness.chunkers.base import Chunker
 from harness.chunkers.fixed import FixedChunker
 from harness.chunkers.hierarchical import HierarchicalChunker
 from harness.chunkers.recursive import RecursiveChunker
-from harness.pipeline import evaluate
+from harness.experiment.pipeline import evaluate
 from harness.retrievers.base import Retriever
 from harness.retrievers.bm25 import BM25Retriever
 from harness.types import Chunk, Dataset, Document, Evidence, Query
@@ -469,7 +469,7 @@ def test_small_to_big_scores_like_indexing_the_returned_units_directly(kestrel, 
 
 
 def test_returnable_units_and_per_query_pool_directly():
-    from harness.metrics.ir import ChunkIndex, chunk_qrels, returnable_units
+    from harness.evaluation.metrics.ir import ChunkIndex, chunk_qrels, returnable_units
 
     h = parent_chunker()
     children = h.chunk(DOC)

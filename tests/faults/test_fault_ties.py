@@ -22,7 +22,7 @@ import random
 import pytest
 
 from harness.chunkers.fixed import FixedChunker
-from harness.pipeline import evaluate
+from harness.experiment.pipeline import evaluate
 from harness.retrievers.base import ranked
 from harness.retrievers.bm25 import BM25Retriever, bm25_tokenize
 from harness.types import Chunk, Dataset, Document, Evidence, Query

@@ -1,0 +1,84 @@
+"""Commands: thin entry points that parse arguments and call the library.
+
+Each module here is one command of the console script ``harness <command> ...`` (also
+``python -m harness <command>``, and the older ``python -m harness.<command>`` forms):
+
+========  ==========================================================================
+run       one experiment, or a Hydra sweep with ``-m`` (:mod:`harness.experiment.run`)
+compare   list logged runs, or compare runs query by query (:mod:`harness.evaluation.compare`)
+check     the release gate (:mod:`harness.experiment.gate`)
+tune      an Optuna search over chunk settings (:mod:`harness.experiment.tune`)
+bench     speed benchmarks (:mod:`harness.experiment.bench`)
+generate  labelled queries for a corpus from an LLM (:mod:`harness.datasets.generate`)
+server    a local MLflow tracking server (:mod:`harness.tracking.server`)
+cache     size of the caches, or clear them (:mod:`harness.cache`)
+datasets  validate and describe a dataset (:mod:`harness.datasets`)
+========  ==========================================================================
+
+Layer rule: a command imports library packages only, never another command; everything
+a command computes is reachable from Python without it.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import sys
+from typing import Sequence
+
+#: Command name -> one-line summary (``harness --help``).
+COMMANDS: dict[str, str] = {
+    "run": "run one experiment, or a sweep with -m (Hydra overrides: chunker=semantic chunker.threshold=0.8)",
+    "compare": "list the experiment's runs, or compare runs query by query with paired tests",
+    "check": "release gate: re-run the candidate settings and test them against the baseline",
+    "tune": "Optuna search over chunk settings; every trial is an MLflow run",
+    "bench": "speed benchmarks (ratios measured side by side)",
+    "generate": "write labelled queries for a corpus with an LLM (verified exact spans)",
+    "server": "start a local MLflow tracking server",
+    "cache": "show the size of the caches, or clear them",
+    "datasets": "validate a dataset and print its statistics",
+}
+
+
+def prepare_process() -> None:
+    """Process defaults every command sets before importing the heavy libraries.
+
+    Offline model loading (the weights come from an installed package), no tokenizer
+    thread pools forked into workers, no usage statistics from Ray. Values the user set
+    in the environment win (``os.environ.setdefault``).
+    """
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
+
+
+def _usage() -> str:
+    width = max(map(len, COMMANDS))
+    lines = ["usage: harness <command> [arguments]", "", "commands:"]
+    lines += [f"  {name:<{width}}  {summary}" for name, summary in COMMANDS.items()]
+    lines += ["", "harness <command> --help shows a command's arguments (run, generate: Hydra's --help)."]
+    return "\n".join(lines)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """The console script ``harness``: dispatch ``argv[0]`` to ``harness.cli.<command>.main``.
+
+    Returns the command's exit code; 0 for ``--help``, 2 for an unknown command (the message
+    names the closest command name).
+    """
+    args = list(sys.argv[1:] if argv is None else argv)
+    if not args or args[0] in ("-h", "--help", "help"):
+        print(_usage())
+        return 0 if args else 2
+    name, rest = args[0], args[1:]
+    if name not in COMMANDS:
+        import difflib
+
+        close = difflib.get_close_matches(name, COMMANDS, n=1)
+        hint = f"; did you mean {close[0]!r}?" if close else ""
+        print(f"harness: unknown command {name!r}{hint} (commands: {', '.join(COMMANDS)})", file=sys.stderr)
+        return 2
+    prepare_process()
+    module = importlib.import_module(f"harness.cli.{name}")
+    return module.run_command(rest)

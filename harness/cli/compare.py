@@ -1,0 +1,172 @@
+"""``harness compare`` (also ``python -m harness.compare``): list runs, or compare runs query by query.
+
+``harness compare`` lists the experiment's runs (best recall@5 first); ``harness compare
+RUN_A RUN_B ...`` pairs their per-query results with paired tests. The library is
+:mod:`harness.evaluation.compare`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import tempfile
+from pathlib import Path
+from typing import Sequence
+from harness.evaluation.compare import DEFAULT_METRICS, CompareError, load_run, check_comparable, select_metrics, compare_runs, format_tables, LIST_FORMATS, list_runs, format_listing, default_experiment  # noqa: F401
+
+
+def _list_main(args) -> int:
+    """Listing mode of :func:`main`: 0 ok, 1 tracking store error, 2 bad arguments or unknown experiment."""
+    import mlflow
+    from mlflow.exceptions import MlflowException
+
+    from harness.experiment.build import PROJECT_ROOT
+    from harness.tracking.tracker import resolve_tracking_uri
+
+    args.k = 5 if args.k is None else args.k
+    args.format = args.format or "markdown"
+    if args.k < 1:
+        print(f"error: --k must be >= 1, got {args.k}", file=sys.stderr)
+        return 2
+    if args.limit is not None and args.limit < 1:
+        print(f"error: --limit must be >= 1, got {args.limit}", file=sys.stderr)
+        return 2
+    uri = args.tracking_uri or resolve_tracking_uri(None, PROJECT_ROOT)
+    experiment = args.experiment or default_experiment()
+    client = mlflow.MlflowClient(uri)
+    try:
+        table = list_runs(
+            client,
+            experiment,
+            k=args.k,
+            filter_string=args.filter,
+            tags=args.tag or (),
+            sort=args.sort,
+            ascending=args.ascending,
+            limit=args.limit,
+            all_statuses=args.all_runs,
+        )
+    except (CompareError, ValueError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    except MlflowException as exc:  # store unreachable or failing
+        print(f"error: tracking store {uri}: {exc.message}", file=sys.stderr)
+        return 1
+    if args.format == "csv":
+        print(format_listing(table, "csv"))
+        return 0
+    if table.empty:
+        print(f"no {'' if args.all_runs else 'finished '}runs in experiment {experiment!r} match (tracking URI: {uri})")
+        return 0
+    sort = args.sort or f"recall@{args.k}"
+    print(f"experiment {experiment!r}: {len(table)} run(s), sorted by {sort} {'ascending' if args.ascending else 'descending'}; time_s = time.total_s (seconds)\n")
+    print(format_listing(table, "markdown"))
+    print(f"\ntracking URI: {uri}")
+    return 0
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="python -m harness.compare",
+        description=(
+            "Without run ids: list an experiment's runs as a table. "
+            "With two or more run ids: paired comparison on the same queries; the first run is the baseline."
+        ),
+    )
+    p.add_argument("runs", nargs="*", metavar="RUN_ID", help="MLflow run ids; the first is the baseline (none: list runs)")
+    p.add_argument("--tracking-uri", default=None, help="MLflow tracking URI (default: $MLFLOW_TRACKING_URI, else the project store)")
+    ls = p.add_argument_group("listing (no run ids)")
+    ls.add_argument("--experiment", default=None, help="experiment name (default: the one `python -m harness.run` logs to, i.e. the default dataset's name)")
+    ls.add_argument("--k", type=int, default=None, help="rank cut-off of the metric columns (default 5)")
+    ls.add_argument("--sort", default=None, metavar="METRIC", help="metric (recall@5, recall_at_5, time.total_s, ...) or column to sort by (default recall@K)")
+    ls.add_argument("--ascending", action="store_true", help="sort ascending (default descending)")
+    ls.add_argument("--filter", default=None, metavar="EXPR", help="MLflow search filter, e.g. \"tags.chunker = 'fixed'\" or \"params.chunker.chunk_size = '200'\" (clauses joined by 'and')")
+    ls.add_argument("--tag", action="append", default=None, metavar="KEY=VALUE", help="keep runs with this tag value (repeatable; ANDed with --filter)")
+    ls.add_argument("--format", choices=LIST_FORMATS, default=None, help="markdown table (default) or csv")
+    ls.add_argument("--limit", type=int, default=None, help="show at most this many runs (after sorting)")
+    ls.add_argument("--all-runs", action="store_true", help="also list unfinished, failed and sweep-parent runs, with a status column")
+    pc = p.add_argument_group("paired comparison (two or more run ids)")
+    pc.add_argument("--metrics", nargs="+", default=None, help=f"per-query metric columns (default: those of {list(DEFAULT_METRICS)} present)")
+    pc.add_argument("--resamples", type=int, default=None, help="bootstrap resamples and random sign patterns (default 1000)")
+    pc.add_argument("--seed", type=int, default=None, help="random seed (default 0)")
+    pc.add_argument("--alpha", type=float, default=None, help="significance level; CIs are at 1 - alpha (default 0.05)")
+    pc.add_argument("--json", default=None, metavar="OUT.json", help="also write the tables as JSON")
+    return p
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """CLI entry point; returns the exit code (0 ok, 1 tracking store unreachable while
+    listing, 2 bad arguments, unknown experiment or incomparable runs). No run ids: list
+    runs (:func:`list_runs`); two or more: paired comparison."""
+    args = _parser().parse_args(argv)
+    listing_only = {"--experiment": args.experiment, "--sort": args.sort, "--filter": args.filter, "--tag": args.tag, "--limit": args.limit}
+    listing_only.update({"--ascending": args.ascending or None, "--all-runs": args.all_runs or None})
+    listing_only.update({"--k": args.k, "--format": args.format})
+    if not args.runs:
+        paired_only = {"--metrics": args.metrics, "--json": args.json}
+        paired_only.update({"--resamples": args.resamples, "--seed": args.seed, "--alpha": args.alpha})
+        used = [flag for flag, value in paired_only.items() if value is not None]
+        if used:
+            print(f"error: {', '.join(used)} only apply to a paired comparison of run ids; none were given", file=sys.stderr)
+            return 2
+        os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")
+        return _list_main(args)
+    args.resamples = 1000 if args.resamples is None else args.resamples
+    args.seed = 0 if args.seed is None else args.seed
+    args.alpha = 0.05 if args.alpha is None else args.alpha
+    used = [flag for flag, value in listing_only.items() if value is not None]
+    if used:
+        print(f"error: {', '.join(used)} only apply when listing runs (no run ids); got run ids {args.runs}", file=sys.stderr)
+        return 2
+    if len(args.runs) < 2:
+        print("error: give at least two run ids (the first is the baseline), or none to list runs", file=sys.stderr)
+        return 2
+    if len(set(args.runs)) != len(args.runs):
+        print(f"error: a run id is repeated in {args.runs}", file=sys.stderr)
+        return 2
+    if args.resamples < 1:
+        print(f"error: --resamples must be >= 1, got {args.resamples}", file=sys.stderr)
+        return 2
+    if not 0.0 < args.alpha < 1.0:
+        print(f"error: --alpha must be in (0, 1), got {args.alpha}", file=sys.stderr)
+        return 2
+
+    os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")  # keep stderr for errors
+    import mlflow
+
+    from harness.experiment.build import PROJECT_ROOT
+    from harness.tracking.tracker import resolve_tracking_uri
+
+    uri = args.tracking_uri or resolve_tracking_uri(None, PROJECT_ROOT)
+    client = mlflow.MlflowClient(uri)
+    try:
+        with tempfile.TemporaryDirectory() as tmp:
+            runs = [load_run(client, run_id, tmp) for run_id in args.runs]
+        check_comparable(runs)
+        metrics = select_metrics(runs, args.metrics)
+        tables = compare_runs(runs, metrics, n_resamples=args.resamples, seed=args.seed, alpha=args.alpha)
+    except (CompareError, ValueError) as exc:
+        print(f"error: cannot compare: {exc}", file=sys.stderr)
+        return 2
+    print(format_tables(tables, runs[0], args.alpha, args.resamples, args.seed))
+    print(f"\ntracking URI: {uri}")
+    if args.json:
+        payload = {
+            "baseline": {"run_id": runs[0].run_id, "name": runs[0].name},
+            "runs": [{"run_id": r.run_id, "name": r.name} for r in runs],
+            "dataset_fingerprint": runs[0].fingerprint,
+            "n_queries": len(runs[0].per_query),
+            "alpha": args.alpha,
+            "resamples": args.resamples,
+            "seed": args.seed,
+            "metrics": {m: t.to_dict(orient="records") for m, t in tables.items()},
+        }
+        Path(args.json).write_text(json.dumps(payload, indent=2))
+    return 0
+
+
+def run_command(argv: Sequence[str]) -> int:
+    """``harness compare ARGV``: the exit code of :func:`main`."""
+    return main(list(argv))

@@ -1,0 +1,160 @@
+"""``python -m harness.datasets validate <path> [--format FORMAT]``: check a dataset.
+
+Formats and how ``<path>`` is recognised when ``--format`` is not given:
+
+* ``native``   -- folder with ``questions.jsonl`` (and ``corpus/``)
+* ``chroma``   -- folder with ``questions.csv`` (and ``corpora/``)
+* ``beir``     -- folder with ``corpus.jsonl`` and ``queries.jsonl`` (qrels split: ``--split``)
+* ``squad``    -- a ``.json`` file, or a folder holding exactly one ``.json`` file
+* ``excerpts`` -- folder with ``excerpts.jsonl`` (and ``corpus/``)
+* ``folder``   -- folder with ``excerpts.jsonl`` and a ``corpus/`` holding sub-folders or
+  files that need extraction (``.pdf``, ``.html``, ``.htm``, ``.json``); files that cannot be
+  extracted are skipped and listed
+
+Prints document/query counts, evidence statistics, the span checks and every record the
+loader dropped or could not resolve (first ``--show`` problems), including
+``queries_without_evidence`` (queries a run excludes instead of scoring them 0). Exits 1
+when the dataset cannot be loaded (the message names the file, line or field; for a file
+that is not UTF-8, the file and the byte offset) or when an excerpts dataset
+has missing or ambiguous excerpts (the run would stop on it unless
+``dataset.allow_unlocated=true``).
+"""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+import argparse
+import statistics
+import sys
+from pathlib import Path
+
+from harness.datasets.report import LoadReport
+from harness.datasets.validate import DatasetError
+
+FORMATS = ("native", "chroma", "beir", "squad", "excerpts", "folder")
+
+#: Corpus file extensions only the folder format reads (it extracts their text).
+_EXTRACTED = frozenset({".pdf", ".html", ".htm", ".json"})
+
+
+def _needs_extraction(corpus: Path) -> bool:
+    if not corpus.is_dir():
+        return False
+    return any(p.is_dir() or p.suffix.lower() in _EXTRACTED for p in corpus.iterdir() if not p.name.startswith("."))
+
+
+def _detect(path: Path) -> str:
+    if path.is_file() and path.suffix.lower() == ".json":
+        return "squad"
+    if (path / "questions.jsonl").is_file():
+        return "native"
+    if (path / "questions.csv").is_file():
+        return "chroma"
+    if (path / "corpus.jsonl").is_file() and (path / "queries.jsonl").is_file():
+        return "beir"
+    if (path / "excerpts.jsonl").is_file():
+        return "folder" if _needs_extraction(path / "corpus") else "excerpts"
+    if path.is_dir() and len([p for p in path.glob("*.json") if p.is_file()]) == 1:
+        return "squad"
+    raise DatasetError(
+        f"{path}: format not recognised; expected questions.jsonl (native), questions.csv (chroma), "
+        "corpus.jsonl + queries.jsonl (beir), excerpts.jsonl (excerpts, folder) or a .json file (squad); "
+        "or pass --format"
+    )
+
+
+def _load(root: Path, fmt: str, split: str):
+    """Load in ``fmt``; returns ``(dataset, report)``; excerpts load with unlocated kept as problems."""
+    if fmt == "native":
+        from harness.datasets.native import read_native
+
+        ds = read_native(root)
+        return ds, ds.load_report
+    if fmt == "chroma":
+        from harness.datasets.chroma import load_chroma_general
+
+        ds = load_chroma_general(root)
+        return ds, ds.load_report or LoadReport(ds.name)
+    if fmt == "beir":
+        from harness.datasets.beir import read_beir
+
+        return read_beir(root, split=split)
+    if fmt == "squad":
+        from harness.datasets.squad import read_squad
+
+        return read_squad(root)
+    if fmt == "folder":
+        from harness.datasets.folder import read_folder
+
+        ds = read_folder(root, allow_unlocated=True)
+        return ds, ds.load_report
+    from harness.datasets.excerpts import read_excerpts
+
+    return read_excerpts(root, allow_unlocated=True)
+
+
+def validate(path: str, fmt: str | None = None, split: str = "test", show: int = 10) -> int:
+    """Load and check the dataset at ``path``; print a report; return a process exit code."""
+    root = Path(path)
+    try:
+        fmt = fmt or _detect(root)
+        if fmt not in FORMATS:
+            raise DatasetError(f"--format must be one of {list(FORMATS)}, got {fmt!r}")
+        ds, report = _load(root, fmt, split)
+    except DatasetError as exc:
+        print(f"INVALID: {exc}", file=sys.stderr)
+        return 1
+    spans = [e for q in ds.queries for e in q.evidence]
+    lengths = [e.end - e.start for e in spans]
+    multi = sum(1 for q in ds.queries if len(q.evidence) >= 2)
+    with_text = sum(1 for e in spans if e.text)
+    print(f"dataset {ds.name!r} ({fmt} format) at {root}")
+    print(f"  documents:       {len(ds.documents)} ({ds.n_chars:,} characters)")
+    print(f"  queries:         {len(ds.queries)} ({multi} with two or more evidence spans)")
+    print(f"  evidence spans:  {len(spans)}, median {statistics.median(lengths):.0f} chars, max {max(lengths)}")
+    print(
+        f"  span checks:     {len(spans)}/{len(spans)} in range; "
+        f"{with_text}/{len(spans)} carry an excerpt, each equal to the document text"
+    )
+    if fmt == "beir":
+        print("  labels:          document level (each evidence span is a whole relevant document)")
+    for kind, n in sorted(report.info.items()):
+        print(f"  {kind + ':':<26} {n}")
+    if report.counts:
+        print("  dropped or unresolved: " + ", ".join(f"{k}={v}" for k, v in sorted(report.counts.items())))
+        for line in report.problems[:show]:
+            print(f"    - {line}")
+        if len(report.problems) > show:
+            print(f"    ... and {len(report.problems) - show} more")
+    else:
+        print("  dropped or unresolved: none")
+    print(f"  fingerprint:     {ds.fingerprint()}")
+    unlocated = report.count("missing") + report.count("ambiguous")
+    if fmt in ("excerpts", "folder") and unlocated:
+        print(
+            f"INVALID: {unlocated} excerpt(s) missing or ambiguous; a run stops on this dataset unless "
+            "dataset.allow_unlocated=true (the counts above are what it would drop)",
+            file=sys.stderr,
+        )
+        return 1
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m harness.datasets", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    sub = parser.add_subparsers(dest="command", required=True)
+    v = sub.add_parser("validate", help="check every evidence span of a dataset")
+    v.add_argument("path")
+    v.add_argument("--format", choices=list(FORMATS), default=None)
+    v.add_argument("--split", default="test", help="BEIR qrels split (qrels/<split>.tsv)")
+    v.add_argument("--show", type=int, default=10, help="how many problems to list")
+    args = parser.parse_args(argv)
+    return validate(args.path, args.format, split=args.split, show=args.show)
+
+
+def run_command(argv: Sequence[str]) -> int:
+    """``harness datasets ARGV``: the exit code of :func:`main`."""
+    return main(list(argv))

@@ -1,0 +1,451 @@
+"""Compare logged runs: list an experiment's runs as a table, or test paired differences.
+
+Listing (no run ids): ``python -m harness.compare [--experiment NAME] [--sort METRIC]
+[--filter "tags.chunker = 'fixed'"] [--tag KEY=VALUE ...] [--k 5] [--format markdown|csv]
+[--limit N]`` prints one row per FINISHED run of the experiment (default: the experiment
+``python -m harness.run`` logs to with the project's default config), with chunker, size,
+overlap, unit, retriever, ``recall@k``, ``precision@k``, ``context_precision@k``, ``iou@k``,
+the run time ``time.total_s`` in seconds, run name and id; see :func:`list_runs`.
+
+Paired comparison: ``python -m harness.compare RUN_A RUN_B [RUN_C ...]``.
+
+The first run is the baseline; every other run is compared with it on the same queries,
+metric by metric, using each run's ``per_query.csv`` artifact:
+
+- ``diff``: mean over queries of ``other - baseline`` (> 0: the other run scores higher);
+- ``ci_low``/``ci_high``: percentile-bootstrap interval of ``diff`` at level ``1 - alpha``,
+  resampling queries (Efron & Tibshirani 1993);
+- ``p``: two-sided paired sign-flip permutation p-value (exact when ``2**n <= --resamples``);
+- ``p_holm``: Holm-adjusted p over the runs compared with the baseline *for that metric*
+  (the family is the m = #runs - 1 comparisons of one metric; metrics are separate
+  families because they are different questions about the same rankings);
+- ``W/T/L``: queries where the other run is higher / equal / lower;
+- ``sig``: ``*`` when ``p_holm <= alpha``.
+
+See :mod:`harness.evaluation.stats` for the methods. Runs are refused (exit code 2, message on stderr)
+when their ``dataset_fingerprint`` tags differ or are missing, when their query id sets
+differ, or when a requested metric is missing. Example::
+
+    python -m harness.compare 3f2a... 9b7c... --metrics recall@5 iou@5 --json cmp.json
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Mapping, Sequence
+
+import pandas as pd
+
+from harness.evaluation.stats import holm, paired_comparison
+
+#: Metrics compared when ``--metrics`` is not given (those present in every run are used).
+DEFAULT_METRICS = (
+    "recall@5",
+    "recall@10",
+    "recall@1024tok",  # equal context budget: large chunks cannot win merely by being large
+    "precision@5",
+    "iou@5",
+    "precision_omega",
+    "context_precision@5",
+    "mrr@10",
+    "ndcg@10",
+)
+
+#: Name of the per-query artifact written by :func:`harness.experiment.run.execute`.
+PER_QUERY_ARTIFACT = "per_query.csv"
+
+
+class CompareError(Exception):
+    """Runs that cannot be compared (different datasets, query sets, missing data)."""
+
+
+@dataclass
+class LoggedRun:
+    """One run as read back from MLflow: id, display name, dataset fingerprint, per-query table."""
+
+    run_id: str
+    name: str
+    fingerprint: str | None
+    per_query: pd.DataFrame
+
+    @property
+    def label(self) -> str:
+        return f"{self.name} ({self.run_id[:8]})"
+
+
+def load_run(client, run_id: str, workdir: str | Path) -> LoggedRun:
+    """Fetch a run's tags and its ``per_query.csv`` artifact.
+
+    Raises:
+        CompareError: unknown run id, or the run has no ``per_query.csv`` artifact (e.g.
+            it FAILED before scoring), or the table has no ``query_id`` column.
+    """
+    try:
+        run = client.get_run(run_id)
+    except Exception as exc:  # mlflow raises MlflowException for unknown ids
+        raise CompareError(f"run {run_id!r} not found in the tracking store: {exc}") from exc
+    name = run.info.run_name or run_id
+    try:
+        local = client.download_artifacts(run_id, PER_QUERY_ARTIFACT, str(Path(workdir) / run_id))
+    except Exception as exc:
+        raise CompareError(
+            f"run {name} ({run_id}) has no {PER_QUERY_ARTIFACT} artifact (status {run.info.status}); only finished runs can be compared: {exc}"
+        ) from exc
+    table = pd.read_csv(local, dtype={"query_id": str}, keep_default_na=False, na_values=[""])
+    if "query_id" not in table.columns:
+        raise CompareError(f"run {name} ({run_id}): {PER_QUERY_ARTIFACT} has no query_id column")
+    return LoggedRun(run_id, name, run.data.tags.get("dataset_fingerprint"), table)
+
+
+def check_comparable(runs: Sequence[LoggedRun]) -> None:
+    """Refuse runs that were not evaluated on the same dataset and the same queries.
+
+    Raises:
+        CompareError: a run lacks the ``dataset_fingerprint`` tag; fingerprints differ;
+            a run has duplicate query ids; or query id sets differ (the message gives
+            counts and a few ids missing on each side).
+    """
+    base = runs[0]
+    for r in runs:
+        if not r.fingerprint:
+            raise CompareError(f"run {r.label} has no dataset_fingerprint tag, so its dataset cannot be checked")
+    for r in runs[1:]:
+        if r.fingerprint != base.fingerprint:
+            raise CompareError(
+                f"runs are on different datasets: baseline {base.label} has dataset_fingerprint {base.fingerprint}, "
+                f"{r.label} has {r.fingerprint}; a paired comparison needs the same documents, queries and evidence"
+            )
+    for r in runs:
+        dup = r.per_query["query_id"][r.per_query["query_id"].duplicated()]
+        if len(dup):
+            raise CompareError(f"run {r.label}: {PER_QUERY_ARTIFACT} repeats query ids {sorted(set(dup))[:5]}")
+    base_ids = set(base.per_query["query_id"])
+    for r in runs[1:]:
+        ids = set(r.per_query["query_id"])
+        if ids != base_ids:
+            only_base, only_other = sorted(base_ids - ids), sorted(ids - base_ids)
+            raise CompareError(
+                f"runs have different query sets: baseline {base.label} has {len(base_ids)} queries, {r.label} has {len(ids)}; "
+                f"{len(only_base)} only in the baseline {only_base[:5]}, {len(only_other)} only in {r.label} {only_other[:5]}"
+            )
+
+
+def select_metrics(runs: Sequence[LoggedRun], requested: Sequence[str] | None) -> list[str]:
+    """Metric columns to compare: ``requested`` (each must exist in every run), else the
+    :data:`DEFAULT_METRICS` present in every run, else every shared numeric ``name@k`` column.
+
+    Raises:
+        CompareError: a requested metric is missing from a run, or nothing to compare.
+    """
+    common = set.intersection(*(set(r.per_query.columns) for r in runs))
+    if requested:
+        for r in runs:
+            missing = [m for m in requested if m not in r.per_query.columns]
+            if missing:
+                available = sorted(c for c in r.per_query.columns if "@" in c)
+                raise CompareError(f"metric(s) {missing} not in {PER_QUERY_ARTIFACT} of run {r.label}; available: {available}")
+        return list(dict.fromkeys(requested))
+    chosen = [m for m in DEFAULT_METRICS if m in common]
+    if not chosen:
+        base_cols = runs[0].per_query.columns
+        chosen = [c for c in base_cols if c in common and "@" in c and pd.api.types.is_numeric_dtype(runs[0].per_query[c])]
+    if not chosen:
+        raise CompareError(f"no metric column shared by all runs in {PER_QUERY_ARTIFACT}")
+    return chosen
+
+
+def compare_runs(runs: Sequence[LoggedRun], metrics: Sequence[str], n_resamples: int = 1000, seed: int = 0, alpha: float = 0.05) -> dict[str, pd.DataFrame]:
+    """One table per metric: a row per non-baseline run, compared with ``runs[0]``.
+
+    Queries are aligned by ``query_id``. Columns: ``run``, ``baseline``, ``mean``,
+    ``diff``, ``ci_low``, ``ci_high`` (level ``1 - alpha``), ``p``, ``p_holm``, ``W``,
+    ``T``, ``L``, ``sig`` (``"*"`` when ``p_holm <= alpha``), ``n``.
+
+    Raises:
+        ValueError: ``alpha`` outside (0, 1); a metric column with missing or
+            non-numeric values (the message names run and metric).
+    """
+    if not 0.0 < alpha < 1.0:
+        raise ValueError(f"alpha must be in (0, 1), got {alpha!r}")
+    if len(runs) < 2:
+        raise ValueError(f"need a baseline and at least one other run, got {len(runs)} run(s)")
+    order = runs[0].per_query["query_id"].tolist()
+    aligned = [r.per_query.set_index("query_id").loc[order] for r in runs]
+    tables = {}
+    for metric in metrics:
+        cols = []
+        for r, t in zip(runs, aligned):
+            col = pd.to_numeric(t[metric], errors="coerce")
+            if col.isna().any():
+                raise ValueError(f"run {r.label}: metric {metric!r} has {int(col.isna().sum())} missing or non-numeric per-query values")
+            cols.append(col.to_numpy(dtype=float))
+        rows = []
+        for r, values in zip(runs[1:], cols[1:]):
+            res = paired_comparison(cols[0], values, n_resamples=n_resamples, confidence=1.0 - alpha, seed=seed)
+            rows.append(
+                {
+                    "run": r.label,
+                    "baseline": res.mean_a,
+                    "mean": res.mean_b,
+                    "diff": res.diff,
+                    "ci_low": res.ci_low,
+                    "ci_high": res.ci_high,
+                    "p": res.p_value,
+                    "W": res.wins,
+                    "T": res.ties,
+                    "L": res.losses,
+                    "n": res.n,
+                }
+            )
+        table = pd.DataFrame(rows)
+        table.insert(table.columns.get_loc("p") + 1, "p_holm", holm(table["p"].tolist()))
+        table.insert(table.columns.get_loc("L") + 1, "sig", ["*" if p <= alpha else "" for p in table["p_holm"]])
+        tables[metric] = table
+    return tables
+
+
+def format_tables(tables: dict[str, pd.DataFrame], baseline: LoggedRun, alpha: float, n_resamples: int, seed: int) -> str:
+    """Plain-text report: a header and one table per metric."""
+    n = len(baseline.per_query)
+    lines = [
+        f"baseline: {baseline.label}; {n} paired queries; diff = other - baseline; "
+        f"{100 * (1 - alpha):g}% bootstrap CI; two-sided sign-flip permutation p; "
+        f"Holm over {len(next(iter(tables.values())))} comparison(s) per metric; "
+        f"* = p_holm <= {alpha:g}; resamples {n_resamples}, seed {seed}"
+    ]
+    for metric, table in tables.items():
+        shown = table.drop(columns=["n"])
+        lines.append(f"\n{metric}")
+        lines.append(shown.to_string(index=False, float_format=lambda v: f"{v:.4f}"))
+    return "\n".join(lines)
+
+
+# ---------------------------------------------------------------------------- listing mode
+
+#: Config params giving a run's chunk size, first present wins (strategies name it differently).
+SIZE_PARAMS = ("chunker.chunk_size", "chunker.max_chunk_size", "chunker.child_size")
+#: Config params giving a run's overlap, first present wins.
+OVERLAP_PARAMS = ("chunker.chunk_overlap", "chunker.overlap_sentences", "chunker.overlap_paragraphs", "chunker.child_overlap")
+#: Metric families shown per run in the listing, at the chosen k.
+LIST_FAMILIES = ("recall", "precision", "context_precision", "iou")
+#: Logged metric holding a run's wall-clock time in seconds.
+TIME_METRIC = "time.total_s"
+#: Output formats of the listing.
+LIST_FORMATS = ("markdown", "csv")
+
+
+def tag_filter(tags: Sequence[str]) -> str:
+    """MLflow filter clauses for ``KEY=VALUE`` strings, joined with ``and``.
+
+    ``["chunker=fixed", "mlflow.user=ana"]`` -> ``"tags.`chunker` = 'fixed' and tags.`mlflow.user` = 'ana'"``.
+
+    Raises:
+        ValueError: an item has no ``=`` or an empty key, a key holds a backtick, or a
+            value holds both quote characters (MLflow's filter grammar cannot express it).
+    """
+    clauses = []
+    for item in tags:
+        key, sep, value = item.partition("=")
+        key = key.strip()
+        if not sep or not key:
+            raise ValueError(f"--tag must look like KEY=VALUE (e.g. chunker=fixed), got {item!r}")
+        if "`" in key:
+            raise ValueError(f"--tag key must not contain a backtick, got {key!r}")
+        if "'" in value and '"' in value:
+            raise ValueError(f"--tag value cannot contain both ' and \", got {value!r}")
+        quote = '"' if "'" in value else "'"
+        clauses.append(f"tags.`{key}` = {quote}{value}{quote}")
+    return " and ".join(clauses)
+
+
+def _first(values: Mapping[str, str], keys: Sequence[str]):
+    for key in keys:
+        if key in values and values[key] not in ("", "None"):
+            return values[key]
+    return None
+
+
+def _number(text):
+    """An integer-valued param as int, another number as float, anything else unchanged."""
+    if text is None:
+        return None
+    try:
+        value = float(text)
+    except (TypeError, ValueError):
+        return text
+    return int(value) if value.is_integer() else value
+
+
+def search_all_runs(client, experiment_id: str, filter_string: str) -> list:
+    """Every active run of ``experiment_id`` matching ``filter_string``, following MLflow's pages.
+
+    Raises:
+        mlflow.exceptions.MlflowException: the filter string is not valid MLflow syntax.
+    """
+    from mlflow.entities import ViewType
+
+    runs, token = [], None
+    while True:
+        page = client.search_runs(
+            [experiment_id], filter_string=filter_string, run_view_type=ViewType.ACTIVE_ONLY, max_results=1000, page_token=token
+        )
+        runs.extend(page)
+        token = page.token
+        if not token:
+            return runs
+
+
+def list_runs(
+    client,
+    experiment: str,
+    k: int = 5,
+    filter_string: str | None = None,
+    tags: Sequence[str] = (),
+    sort: str | None = None,
+    ascending: bool = False,
+    limit: int | None = None,
+    all_statuses: bool = False,
+) -> pd.DataFrame:
+    """The runs of one experiment as a table, one row per evaluation run.
+
+    Columns: ``chunker`` and ``retriever`` (the run's tags), ``size``, ``overlap``,
+    ``unit`` (from the chunker params: the first of :data:`SIZE_PARAMS` /
+    :data:`OVERLAP_PARAMS` a run has; sizes are in ``unit``), ``recall@k``,
+    ``precision@k``, ``context_precision@k``, ``iou@k`` (the logged means, in [0, 1]),
+    ``time_s`` (``time.total_s``: seconds from start to logged), ``run`` (run name),
+    ``run_id`` and, with ``all_statuses``, ``status``. A cell is empty (NaN/None) when the
+    run did not log that value.
+
+    Runs listed: active (not deleted) runs matching ``filter_string`` (MLflow search
+    syntax, e.g. ``"tags.chunker = 'fixed' and params.chunker.chunk_size = '200'"``) and
+    every ``KEY=VALUE`` of ``tags``; only FINISHED ones unless ``all_statuses``. A sweep's
+    parent run (tag ``harness.sweep=parent``) and runs without ``recall@k`` (failed before
+    scoring) are left out unless ``all_statuses``.
+
+    Order: by ``sort`` (a metric name as in ``recall@5`` or as logged, ``recall_at_5``,
+    ``time.total_s``, or a column of this table), descending unless ``ascending``; runs
+    without a value come last; ties keep the newest run first. Default ``recall@k``.
+    Then at most ``limit`` rows.
+
+    Raises:
+        CompareError: no experiment named ``experiment`` (the message lists those that
+            exist); ``sort`` names neither a column nor a metric any listed run logged.
+        ValueError: ``k`` < 1, ``limit`` < 1, a malformed ``tags`` item, or an invalid
+            ``filter_string`` (MLflow's message is kept).
+    """
+    from mlflow.exceptions import MlflowException
+
+    from harness.evaluation.metrics import mlflow_key
+    from harness.tracking.tracker import SWEEP_TAG
+
+    if isinstance(k, bool) or not isinstance(k, int) or k < 1:
+        raise ValueError(f"k must be an integer >= 1, got {k!r}")
+    if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 1):
+        raise ValueError(f"limit must be an integer >= 1, got {limit!r}")
+    exp = client.get_experiment_by_name(experiment)
+    if exp is None:
+        names = sorted(e.name for e in client.search_experiments())
+        raise CompareError(f"no experiment named {experiment!r} in the tracking store; experiments there: {names}")
+    clauses = [c for c in (filter_string, tag_filter(tags)) if c and c.strip()]
+    if not all_statuses:
+        clauses.append("attributes.status = 'FINISHED'")
+    query = " and ".join(clauses)
+    try:
+        runs = search_all_runs(client, exp.experiment_id, query)
+    except MlflowException as exc:
+        if exc.error_code == "INVALID_PARAMETER_VALUE":  # bad filter syntax, unknown attribute
+            raise ValueError(f"invalid --filter {filter_string!r} (search string sent: {query!r}): {exc.message}") from exc
+        raise
+
+    metric_keys = {f"{fam}@{k}": mlflow_key(f"{fam}@{k}") for fam in LIST_FAMILIES}
+    recall_key = metric_keys[f"recall@{k}"]
+    rows, extra = [], []
+    for run in runs:
+        m, p, t = run.data.metrics, run.data.params, run.data.tags
+        if not all_statuses and (t.get(SWEEP_TAG) == "parent" or recall_key not in m):
+            continue
+        row = {
+            "chunker": t.get("chunker"),
+            "size": _number(_first(p, SIZE_PARAMS)),
+            "overlap": _number(_first(p, OVERLAP_PARAMS)),
+            "unit": p.get("chunker.unit"),
+            "retriever": t.get("retriever"),
+        }
+        row.update({name: m.get(key) for name, key in metric_keys.items()})
+        row["time_s"] = m.get(TIME_METRIC)
+        row["run"] = run.info.run_name
+        row["run_id"] = run.info.run_id
+        if all_statuses:
+            row["status"] = run.info.status
+        rows.append(row)
+        extra.append({**m, "_start": run.info.start_time or 0})
+    columns = ["chunker", "size", "overlap", "unit", "retriever", *metric_keys, "time_s", "run", "run_id"] + (["status"] if all_statuses else [])
+    table = pd.DataFrame(rows, columns=columns)
+    if table.empty:
+        return table
+    for col in ("size", "overlap"):  # whole numbers stay whole next to missing values
+        values = [row[col] for row in rows]
+        present = [v for v in values if v is not None]
+        if present and all(isinstance(v, int) for v in present):
+            table[col] = pd.array(values, dtype="Int64")
+        else:
+            table[col] = pd.Series(values, dtype=object)
+
+    sort = sort or f"recall@{k}"
+    if sort in table.columns:
+        text_columns = ("chunker", "unit", "retriever", "run", "run_id", "status")
+        key = table[sort] if sort in text_columns else pd.to_numeric(table[sort], errors="coerce").astype("float64")
+    else:
+        logged = sort if any(sort in e for e in extra) else mlflow_key(sort)
+        if not any(logged in e for e in extra):
+            known = {name for e in extra for name in e}
+            examples = [n for n in (f"recall_at_{k}", f"ndcg_at_{k}", f"mrr_at_{k}", "precision_omega", "chunks.n_chunks", TIME_METRIC) if n in known]
+            raise CompareError(f"--sort {sort!r} is neither a column {columns} nor a metric logged by a listed run (logged metrics include {examples})")
+        key = pd.Series([e.get(logged) for e in extra], dtype="float64")
+    order = pd.DataFrame({"key": key.to_numpy(), "start": [e["_start"] for e in extra]})
+    # missing values last, ties: newest first (stable sorts, least significant key first)
+    order = order.sort_values("start", ascending=False, kind="stable")
+    order = order.sort_values("key", ascending=ascending, kind="stable", na_position="last")
+    table = table.loc[order.index].reset_index(drop=True)
+    if limit is not None:
+        table = table.head(limit)
+    return table
+
+
+def format_listing(table: pd.DataFrame, fmt: str = "markdown", digits: int = 4) -> str:
+    """Render :func:`list_runs`'s table: ``markdown`` (GitHub pipe table, metrics rounded to
+    ``digits`` decimals, time to 1 decimal, empty cells for missing values) or ``csv``
+    (full precision, for spreadsheets and scripts).
+
+    Raises:
+        ValueError: ``fmt`` not in :data:`LIST_FORMATS`.
+    """
+    if fmt not in LIST_FORMATS:
+        raise ValueError(f"format must be one of {list(LIST_FORMATS)}, got {fmt!r}")
+    if fmt == "csv":
+        return table.to_csv(index=False).rstrip("\n")
+    shown = table.copy()
+    for col in shown.columns:
+        if "@" in col:
+            shown[col] = shown[col].map(lambda v: "" if pd.isna(v) else f"{v:.{digits}f}")
+        elif col == "time_s":
+            shown[col] = shown[col].map(lambda v: "" if pd.isna(v) else f"{v:.1f}")
+        else:
+            shown[col] = shown[col].map(lambda v: "" if v is None or (not isinstance(v, str) and pd.isna(v)) else str(v))
+    numeric = [c for c in shown.columns if "@" in c or c in ("size", "overlap", "time_s")]
+    align = ["right" if c in numeric else "left" for c in shown.columns]
+    return shown.to_markdown(index=False, colalign=align, disable_numparse=True)
+
+
+def default_experiment() -> str:
+    """The experiment ``python -m harness.run`` logs to with no overrides:
+    ``tracking.experiment`` of the project's composed config, else its ``dataset.name``."""
+    from hydra import compose, initialize_config_dir
+
+    from harness.experiment.build import PROJECT_ROOT, register_resolvers
+
+    register_resolvers()
+    with initialize_config_dir(config_dir=str(PROJECT_ROOT / "conf"), version_base="1.3"):
+        cfg = compose(config_name="config")
+    return str(cfg.tracking.experiment or cfg.dataset.name)

@@ -1,0 +1,259 @@
+"""Metric registry: every metric name, its parameter, formula, range and source; MLflow keys.
+
+Name format (one grammar for every metric this project reports):
+
+* ``<family>@<k>`` -- a rank cut-off ``k >= 1``: the first ``k`` retrieved units
+  (``recall@5``, ``ndcg@10``, ``doc_recall@100``).
+* ``<family>@<B>tok`` -- a context budget of ``B >= 1`` tokens of the context tokenizer
+  (``metrics.context_tokenizer``): chunks are taken in rank order until ``B`` tokens
+  (``recall@512tok``).
+* ``<family>`` -- no parameter (``precision_omega``).
+
+Units. A ranked list holds the *returned units* of one query: the retrieved chunks after
+``chunker.expand`` (the chunks themselves for plain strategies, parents or windows for
+small-to-big ones). The *returnable units* of a chunking are the image of ``expand`` over
+every indexed chunk (:func:`harness.evaluation.metrics.ir.returnable_units`). Ideal rankings (nDCG),
+divisors (AP) and PrecisionΩ range over the returnable units, judged per query; indexed
+children that can never be returned are not counted anywhere.
+
+The registry :data:`FAMILIES` is keyed by the *pattern* (``"recall@k"``,
+``"recall@Btok"``, ``"precision_omega"``) because the same family name can exist with
+different parameters (span recall at a rank cut-off and at a token budget). Each entry
+gives the formula, range and source; the formulas are implemented in
+:mod:`harness.evaluation.metrics.ranking` (span and rank metrics per query),
+:mod:`harness.evaluation.metrics.ir` (qrels-based chunk and document metrics, computed with trec_eval)
+and :mod:`harness.evaluation.metrics.budget` (token-budget recall).
+
+:func:`mlflow_key` maps every name to an MLflow-safe key (MLflow rejects ``@``):
+``recall@5`` -> ``recall_at_5``, ``recall@512tok`` -> ``recall_at_512tok``,
+``precision_omega`` -> ``precision_omega``.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class MetricFamily:
+    """One registered metric family.
+
+    Attributes:
+        name: family name as it appears in metric names (``recall``, ``ndcg``).
+        param: ``"k"`` (rank cut-off, name ``name@k``), ``"budget"`` (token budget, name
+            ``name@Btok``) or ``"none"`` (name alone).
+        level: what is scored: ``span`` (characters), ``chunk`` (binary relevance of the
+            returned units from spans under ``metrics.relevance``; ideal and divisors over
+            the returnable units), ``document`` (document qrels) or
+            ``context`` (tokens handed to a generator).
+        range: value range, e.g. ``"[0, 1]"``.
+        formula: definition for one query (the reported value is the mean over all
+            labelled queries; a query with nothing retrieved scores 0 and is counted).
+        source: where the definition comes from.
+    """
+
+    name: str
+    param: str
+    level: str
+    range: str
+    formula: str
+    source: str
+
+    @property
+    def pattern(self) -> str:
+        """Registry key: ``name@k``, ``name@Btok`` or ``name``."""
+        return {"k": f"{self.name}@k", "budget": f"{self.name}@Btok", "none": self.name}[self.param]
+
+
+_SPAN = "Smith & Troynikov, 'Evaluating Chunking Strategies for Retrieval', Chroma, 2024 (token-level metrics, computed here on characters)"
+_IR = "standard IR definition (Manning et al., Introduction to IR, ch. 8); computed with trec_eval (pytrec-eval-terrier via ir-measures 0.4.3), cross-checked against ranx 0.3.21 in tests"
+
+_FAMILY_LIST = (
+    # --- span metrics at rank cut-off k (E evidence chars, R_k union of top-k chunk spans)
+    MetricFamily("recall", "k", "span", "[0, 1]", "|E ∩ R_k| / |E|: share of evidence characters covered by the union of the top-k chunk spans", _SPAN),
+    MetricFamily("precision", "k", "span", "[0, 1]", "|E ∩ R_k| / |R_k|: share of retrieved characters that are evidence; 0 if nothing retrieved", _SPAN),
+    MetricFamily("iou", "k", "span", "[0, 1]", "|E ∩ R_k| / |E ∪ R_k| in characters", _SPAN),
+    MetricFamily(
+        "precision_omega", "none", "span", "[0, 1]",
+        "|E ∩ Ω| / |Ω| where Ω is the union of the spans of every returnable unit (the image of chunker.expand "
+        "over the indexed chunks: the chunks of a plain chunking, the parents or windows of small-to-big retrieval) "
+        "that overlaps E (any overlap, independent of metrics.relevance); 0 if no unit overlaps E. Depends on the "
+        "chunking only: the span precision of an ideal retriever that returns exactly the units touching the evidence",
+        "PrecisionΩ of Smith & Troynikov (Chroma, 2024), on characters",
+    ),
+    # --- span recall at a token budget
+    MetricFamily(
+        "recall", "budget", "span", "[0, 1]",
+        "|E ∩ R_B| / |E| where R_B is the source text of the ranked chunks taken in rank order until B context tokens; "
+        "the chunk that crosses the budget contributes its first tokens only (character span of those tokens)",
+        "this project (equal-context-budget comparison)",
+    ),
+    MetricFamily(
+        "budget_filled", "budget", "context", "[0, 1]",
+        "1 if the fetched ranked list held at least B context tokens, else 0 (the mean is the share of queries "
+        "whose recall@Btok used the full budget)",
+        "this project",
+    ),
+    # --- rank metrics on binary chunk relevance (metrics.relevance)
+    MetricFamily(
+        "context_precision", "k", "chunk", "[0, 1]",
+        "Σ_{i<=k} P@i · v_i / Σ_{i<=k} v_i, v_i = 1 if chunk i is relevant; 0 when no top-k chunk is relevant",
+        "Es et al., 'RAGAS: Automated Evaluation of Retrieval Augmented Generation', 2023",
+    ),
+    MetricFamily("mrr", "k", "chunk", "[0, 1]", "1 / rank of the first relevant chunk within the top k, else 0", _IR),
+    MetricFamily(
+        "chunk_precision", "k", "chunk", "[0, 1]",
+        "(# relevant chunks in the top k) / k; k is the divisor even when fewer than k chunks were retrieved", _IR,
+    ),
+    MetricFamily(
+        "item_recall", "k", "chunk", "[0, 1]",
+        "(# distinct evidence spans e with a top-k chunk relevant to e) / (# distinct evidence spans)",
+        "this project (evidence-item recall, as in BEIR-style recall with evidence spans as the items)",
+    ),
+    MetricFamily("hit_rate", "k", "chunk", "[0, 1]", "1 if any top-k chunk is relevant, else 0", _IR),
+    MetricFamily(
+        "ndcg", "k", "chunk", "[0, 1]",
+        "DCG@k / IDCG@k, DCG@k = Σ_{i<=k} rel_i / log2(i + 1) over the returned units, rel_i in {0, 1}; "
+        "IDCG@k = Σ_{i<=min(R, k)} 1 / log2(i + 1), R = # returnable units relevant to the query (the image of "
+        "chunker.expand over the indexed chunks: distinct parents for return_unit=parent, windows for window, "
+        "the chunks themselves for plain chunkers); 0 when R = 0",
+        "Järvelin & Kekäläinen, 'Cumulated gain-based evaluation of IR techniques', TOIS 2002; " + _IR,
+    ),
+    MetricFamily(
+        "map", "k", "chunk", "[0, 1]",
+        "AP@k = Σ_{i<=k} P@i · rel_i / R over the returned units, R = # returnable units relevant to the query "
+        "(as for ndcg; children that are never returned do not count); 0 when R = 0 (trec_eval's AP with cut-off)", _IR,
+    ),
+    # --- document level (metrics.level=document)
+    MetricFamily(
+        "doc_recall", "k", "document", "[0, 1]",
+        "(# relevant documents among the top-k documents) / (# relevant documents); documents ranked by their best "
+        "chunk (max-pooled chunk score); a document is relevant when it holds evidence",
+        "BEIR (Thakur et al., 2021) document-level recall; " + _IR,
+    ),
+    MetricFamily(
+        "doc_ndcg", "k", "document", "[0, 1]",
+        "nDCG@k over the max-pooled document ranking with binary document relevance", "BEIR (Thakur et al., 2021); " + _IR,
+    ),
+    # --- context size
+    MetricFamily(
+        "context_tokens", "k", "context", "[0, ∞)",
+        "tokens of the top-k chunks' texts summed (what a generator reads), counted with metrics.context_tokenizer",
+        "this project",
+    ),
+)
+
+#: Every registered metric family, keyed by pattern (``recall@k``, ``recall@Btok``, ``precision_omega``).
+FAMILIES: dict[str, MetricFamily] = {f.pattern: f for f in _FAMILY_LIST}
+
+#: Families with a rank cut-off: name -> (range, one-line definition). Kept for callers of
+#: the first version of this module; :data:`FAMILIES` is the full registry.
+METRICS: dict[str, tuple[str, str]] = {f.name: (f.range, f.formula) for f in _FAMILY_LIST if f.param == "k"}
+
+_NAME = re.compile(r"^(?P<name>[a-z_]+)@(?P<k>[1-9][0-9]*)$")
+_BUDGET = re.compile(r"^(?P<name>[a-z_]+)@(?P<b>[1-9][0-9]*)tok$")
+
+
+def split_cutoff(name: str) -> tuple[str, int] | None:
+    """``("recall", 5)`` for ``"recall@5"``: a lowercase family name and a rank cut-off
+    ``k >= 1``; None for anything else (the family is not checked against a registry)."""
+    m = _NAME.match(name)
+    return (m["name"], int(m["k"])) if m else None
+
+
+@dataclass(frozen=True)
+class MetricName:
+    """A parsed metric name.
+
+    Attributes:
+        family: the registered :class:`MetricFamily`.
+        k: rank cut-off (``param == "k"``), else None.
+        budget: token budget (``param == "budget"``), else None.
+    """
+
+    family: MetricFamily
+    k: int | None = None
+    budget: int | None = None
+
+    def __str__(self) -> str:
+        f = self.family
+        return {"k": f"{f.name}@{self.k}", "budget": f"{f.name}@{self.budget}tok", "none": f.name}[f.param]
+
+
+def parse_name(name: str) -> MetricName:
+    """Parse any registered metric name: ``recall@5``, ``recall@512tok``, ``precision_omega``.
+
+    Raises:
+        ValueError: the name matches no registered family with its parameter kind, or a
+            cut-off/budget is < 1. The message lists the registered patterns.
+    """
+    cut = split_cutoff(name)
+    if cut and f"{cut[0]}@k" in FAMILIES:
+        return MetricName(FAMILIES[f"{cut[0]}@k"], k=cut[1])
+    m = _BUDGET.match(name)
+    if m and f"{m['name']}@Btok" in FAMILIES:
+        return MetricName(FAMILIES[f"{m['name']}@Btok"], budget=int(m["b"]))
+    if name in FAMILIES and FAMILIES[name].param == "none":
+        return MetricName(FAMILIES[name])
+    raise ValueError(f"unknown metric {name!r}; expected one of the patterns {sorted(FAMILIES)} with k >= 1 and B >= 1")
+
+
+def is_metric_name(name: str) -> bool:
+    """True when :func:`parse_name` accepts ``name``."""
+    try:
+        parse_name(name)
+    except ValueError:
+        return False
+    return True
+
+
+def parse_metric(name: str) -> tuple[str, int]:
+    """Split a rank cut-off name ``"recall@5"`` into ``("recall", 5)``.
+
+    Only ``<family>@<k>`` names are accepted (use :func:`parse_name` for budgets and
+    parameterless names).
+
+    Raises:
+        ValueError: not of the form ``<family>@<k>`` with a registered family and k >= 1.
+    """
+    cut = split_cutoff(name)
+    if cut is None or cut[0] not in METRICS:
+        raise ValueError(f"unknown metric {name!r}; expected <family>@<k> with family in {sorted(METRICS)} and k >= 1")
+    return cut
+
+
+def metric_names(
+    ks: list[int] | tuple[int, ...],
+    budgets: list[int] | tuple[int, ...] = (),
+    level: str = "chunk",
+    context_tokens: bool = True,
+) -> list[str]:
+    """Every metric name one evaluation reports, in registry order.
+
+    Args:
+        ks: rank cut-offs.
+        budgets: token budgets (empty: no budget metrics).
+        level: ``chunk`` or ``document`` (document adds the ``doc_*`` families).
+        context_tokens: include ``context_tokens@k``.
+    """
+    out: list[str] = []
+    for f in _FAMILY_LIST:
+        if f.level == "document" and level != "document":
+            continue
+        if f.name == "context_tokens" and not context_tokens:
+            continue
+        if f.param == "k":
+            out += [f"{f.name}@{k}" for k in ks]
+        elif f.param == "budget":
+            out += [f"{f.name}@{b}tok" for b in budgets]
+        else:
+            out.append(f.name)
+    return out
+
+
+def mlflow_key(name: str) -> str:
+    """MLflow-safe metric key: ``"recall@5"`` -> ``"recall_at_5"``, ``"recall@512tok"`` ->
+    ``"recall_at_512tok"``; other names pass through with characters outside
+    ``[A-Za-z0-9_./ -]`` replaced by ``_``."""
+    return re.sub(r"[^A-Za-z0-9_./ -]", "_", name.replace("@", "_at_"))

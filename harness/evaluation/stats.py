@@ -1,0 +1,429 @@
+"""Uncertainty of mean metrics and paired comparisons of runs over the same queries.
+
+Every function here treats the *query* as the unit of resampling: a run's score is the mean
+of its per-query values, and the uncertainty that matters for "is chunking A better than
+chunking B on this kind of question" is the sampling variation of the queries.
+
+Methods and sources:
+
+- Confidence intervals: the percentile bootstrap (Efron & Tibshirani, *An Introduction to
+  the Bootstrap*, Chapman & Hall, 1993, ch. 13). Resample the n per-query values with
+  replacement ``n_resamples`` times, take each resample's mean, and report the
+  ``(1 - confidence) / 2`` and ``(1 + confidence) / 2`` quantiles of those means.
+- Paired p-values: the paired randomisation (sign-flip permutation) test (Fisher, 1935;
+  Efron & Tibshirani 1993, ch. 15; its use for IR evaluation: Smucker, Allan & Carterette,
+  CIKM 2007). Under H0 "both systems are exchangeable on every query" each per-query
+  difference ``d_i = b_i - a_i`` is equally likely to have either sign. Two-sided statistic
+  ``|mean(d)|``. When ``2**n <= n_resamples`` all ``2**n`` sign patterns are enumerated and the
+  p-value is exact; otherwise ``n_resamples`` random patterns are drawn and
+  ``p = (1 + #{|mean(s*d)| >= |mean(d)|}) / (1 + n_resamples)`` (Phipson & Smyth, 2010:
+  a Monte Carlo p-value is never 0). This is what ``scipy.stats.permutation_test`` with
+  ``permutation_type="samples"`` computes; the tests check the two agree.
+- Multiple comparisons: Holm's step-down correction (Holm, Scand. J. Statist. 6, 1979),
+  which controls the family-wise error rate without assuming independence.
+- Non-inferiority (the release gate, :func:`non_inferiority`): a one-sided sign-flip test
+  of ``H0: mean(d) <= -margin`` on the shifted differences ``d_i + margin``, with the
+  margin fixed in advance (Wellek, *Testing Statistical Hypotheses of Equivalence and
+  Noninferiority*, 2nd ed., 2010).
+
+All randomness comes from ``numpy.random.default_rng(seed)``, so equal inputs and seeds give
+equal outputs.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import Iterable, Mapping, Sequence
+
+import numpy as np
+
+#: Relative tolerance when comparing permuted statistics with the observed one, and when
+#: deciding a per-query tie: sums of the same numbers in another order differ by rounding.
+_RTOL = 1e-12
+
+#: Upper bound on resample-by-query cells held in memory at once (~64 MB of float64).
+_BLOCK_CELLS = 8_000_000
+
+
+def _as_values(values: Iterable[float], name: str = "values") -> np.ndarray:
+    """1-D float array; raises ValueError naming ``name`` when empty or not finite."""
+    arr = np.asarray(list(values) if not isinstance(values, np.ndarray) else values, dtype=float)
+    if arr.ndim != 1:
+        raise ValueError(f"{name} must be one-dimensional (one value per query), got shape {arr.shape}")
+    if arr.size == 0:
+        raise ValueError(f"{name} is empty: need at least one per-query value")
+    bad = ~np.isfinite(arr)
+    if bad.any():
+        raise ValueError(f"{name} holds {int(bad.sum())} non-finite value(s) (NaN or inf), first at position {int(np.argmax(bad))}")
+    return arr
+
+
+def _check_resamples(n_resamples: int, name: str = "n_resamples") -> int:
+    if isinstance(n_resamples, bool) or not isinstance(n_resamples, (int, np.integer)) or n_resamples < 1:
+        raise ValueError(f"{name} must be an integer >= 1, got {n_resamples!r}")
+    return int(n_resamples)
+
+
+def _check_confidence(confidence: float) -> float:
+    if not 0.0 < float(confidence) < 1.0:
+        raise ValueError(f"confidence must be in the open interval (0, 1), got {confidence!r}")
+    return float(confidence)
+
+
+def _bootstrap_means(values: np.ndarray, n_resamples: int, rng: np.random.Generator) -> np.ndarray:
+    """Means of ``n_resamples`` with-replacement resamples of ``values`` (drawn in blocks)."""
+    n = values.size
+    block = max(1, _BLOCK_CELLS // n)
+    out = np.empty(n_resamples)
+    for start in range(0, n_resamples, block):
+        stop = min(n_resamples, start + block)
+        idx = rng.integers(0, n, size=(stop - start, n))
+        out[start:stop] = values[idx].mean(axis=1)
+    return out
+
+
+def bootstrap_ci(values: Iterable[float], n_resamples: int = 1000, confidence: float = 0.95, seed: int = 0) -> tuple[float, float, float]:
+    """Mean of per-query values with a percentile-bootstrap confidence interval.
+
+    Method (Efron & Tibshirani 1993, ch. 13): draw ``n_resamples`` samples of size n with
+    replacement from the n values, compute each sample's mean, and take the empirical
+    ``(1 - confidence) / 2`` and ``(1 + confidence) / 2`` quantiles (numpy's default linear
+    interpolation) of those means as ``low`` and ``high``.
+
+    Args:
+        values: one value per query (any real numbers; metric values are in [0, 1]).
+        n_resamples: number of bootstrap resamples, >= 1 (1000 gives quantiles stable to
+            about ±0.005 for a [0, 1] metric over a few hundred queries).
+        confidence: coverage of the interval, in (0, 1).
+        seed: seed of ``numpy.random.default_rng``; equal seeds give equal intervals.
+
+    Returns:
+        ``(mean, low, high)``: the sample mean (not a bootstrap estimate) and the interval
+        bounds, ``low <= high``. With one value, or all values equal, ``low == high == mean``.
+        The percentile interval is not forced to contain the mean, but it does unless the
+        resample distribution is extremely skewed.
+
+    Raises:
+        ValueError: ``values`` empty, not 1-D or not finite; ``n_resamples`` < 1;
+            ``confidence`` outside (0, 1).
+    """
+    arr = _as_values(values)
+    n_resamples = _check_resamples(n_resamples)
+    confidence = _check_confidence(confidence)
+    mean = float(arr.mean())
+    if arr.size == 1 or np.all(arr == arr[0]):
+        return mean, mean, mean
+    means = _bootstrap_means(arr, n_resamples, np.random.default_rng(seed))
+    tail = (1.0 - confidence) / 2.0
+    low, high = np.quantile(means, [tail, 1.0 - tail])
+    return mean, float(low), float(high)
+
+
+def sign_flip_p_value(differences: Iterable[float], n_resamples: int = 1000, seed: int = 0) -> float:
+    """Two-sided p-value of the paired sign-flip permutation test of ``mean(d) = 0``.
+
+    Statistic ``T = |mean(d)|``. Exact over all ``2**n`` sign patterns when
+    ``2**n <= n_resamples`` (p = share of patterns with ``|mean(s*d)| >= T``); otherwise
+    Monte Carlo with ``n_resamples`` random patterns and ``p = (1 + hits) / (1 + n_resamples)``.
+    Zero differences are kept (they do not change any permuted mean). Source: Fisher 1935;
+    Efron & Tibshirani 1993, ch. 15; Phipson & Smyth 2010 for the ``+1``.
+
+    Args:
+        differences: per-query paired differences ``b_i - a_i``.
+        n_resamples: random sign patterns when not enumerating, >= 1.
+        seed: seed of ``numpy.random.default_rng``.
+
+    Returns:
+        p in (0, 1]; exactly 1.0 when every difference is 0. With all n differences of the
+        same sign and equal size the exact p is ``2 / 2**n``.
+
+    Raises:
+        ValueError: ``differences`` empty, not 1-D or not finite; ``n_resamples`` < 1.
+    """
+    d = _as_values(differences, "differences")
+    n_resamples = _check_resamples(n_resamples)
+    n = d.size
+    observed = abs(d.mean())
+    threshold = observed - _RTOL * max(1.0, float(np.abs(d).max()))
+    if n < 63 and 2**n <= n_resamples:  # exact: every sign pattern once
+        patterns = ((np.arange(2**n)[:, None] >> np.arange(n)) & 1) * 2 - 1
+        stats = np.abs(patterns @ d) / n
+        return float(np.count_nonzero(stats >= threshold) / 2**n)
+    rng = np.random.default_rng(seed)
+    block = max(1, _BLOCK_CELLS // n)
+    hits = 0
+    for start in range(0, n_resamples, block):
+        size = min(block, n_resamples - start)
+        signs = rng.integers(0, 2, size=(size, n)) * 2 - 1
+        hits += int(np.count_nonzero(np.abs(signs @ d) / n >= threshold))
+    return float((1 + hits) / (1 + n_resamples))
+
+
+def _paired(baseline: Iterable[float], other: Iterable[float], other_name: str) -> tuple[np.ndarray, np.ndarray, np.ndarray, int, int, int]:
+    """Validated per-query values ``a`` (baseline) and ``b`` (``other_name``), their
+    differences ``d = b - a`` and the wins / ties / losses of ``b`` (ties within
+    :data:`_RTOL` relative).
+
+    Raises:
+        ValueError: different lengths, empty or non-finite inputs.
+    """
+    a = _as_values(baseline, "baseline")
+    b = _as_values(other, other_name)
+    if a.size != b.size:
+        raise ValueError(f"baseline and {other_name} must hold one value per query for the same queries, got {a.size} and {b.size} values")
+    d = b - a
+    tol = _RTOL * np.maximum(1.0, np.maximum(np.abs(a), np.abs(b)))
+    wins = int(np.count_nonzero(d > tol))
+    losses = int(np.count_nonzero(d < -tol))
+    return a, b, d, wins, int(a.size) - wins - losses, losses
+
+
+@dataclass(frozen=True)
+class PairedResult:
+    """Paired comparison of a run B against a baseline A on the same n queries.
+
+    Attributes:
+        n: number of paired queries.
+        mean_a, mean_b: mean metric of the baseline and of the other run.
+        diff: ``mean_b - mean_a`` (= mean of per-query differences); > 0 means B scores higher.
+        ci_low, ci_high: percentile-bootstrap interval of ``diff`` over queries.
+        p_value: two-sided sign-flip permutation p-value, in (0, 1].
+        wins, ties, losses: queries where B is higher / equal (within 1e-12 relative) /
+            lower than A; they sum to n.
+    """
+
+    n: int
+    mean_a: float
+    mean_b: float
+    diff: float
+    ci_low: float
+    ci_high: float
+    p_value: float
+    wins: int
+    ties: int
+    losses: int
+
+    def as_dict(self) -> dict:
+        return asdict(self)
+
+
+def paired_comparison(
+    baseline: Sequence[float], other: Sequence[float], n_resamples: int = 1000, confidence: float = 0.95, seed: int = 0
+) -> PairedResult:
+    """Compare per-query values of two runs on the same queries, in the same order.
+
+    Per-query differences ``d_i = other_i - baseline_i``; ``diff = mean(d)`` with its
+    percentile-bootstrap CI (:func:`bootstrap_ci`, resampling queries) and the two-sided
+    sign-flip permutation p-value (:func:`sign_flip_p_value`), both seeded with ``seed``.
+
+    Raises:
+        ValueError: different lengths, empty or non-finite inputs, bad ``n_resamples`` or
+            ``confidence``.
+    """
+    a, b, d, wins, ties, losses = _paired(baseline, other, "other")
+    diff, low, high = bootstrap_ci(d, n_resamples, confidence, seed)
+    return PairedResult(
+        n=int(a.size),
+        mean_a=float(a.mean()),
+        mean_b=float(b.mean()),
+        diff=diff,
+        ci_low=low,
+        ci_high=high,
+        p_value=sign_flip_p_value(d, n_resamples, seed),
+        wins=wins,
+        ties=ties,
+        losses=losses,
+    )
+
+
+def holm(p_values: Sequence[float]) -> list[float]:
+    """Holm–Bonferroni adjusted p-values, in the input order.
+
+    With the m p-values sorted ascending ``p_(1) <= ... <= p_(m)``:
+    ``adj_(i) = max_{j <= i} min(1, (m - j + 1) * p_(j))``. Rejecting every hypothesis
+    with ``adj <= alpha`` controls the family-wise error rate at alpha (Holm 1979).
+    Ties keep their input order; an empty input gives an empty list.
+
+    Raises:
+        ValueError: a p-value outside [0, 1] or NaN.
+    """
+    p = np.asarray(list(p_values), dtype=float)
+    if p.size == 0:
+        return []
+    if np.isnan(p).any() or (p < 0).any() or (p > 1).any():
+        raise ValueError(f"p_values must all be in [0, 1], got {p.tolist()}")
+    m = p.size
+    order = np.argsort(p, kind="stable")
+    scaled = np.minimum(1.0, (m - np.arange(m)) * p[order])
+    adjusted = np.maximum.accumulate(scaled)
+    out = np.empty(m)
+    out[order] = adjusted
+    return out.tolist()
+
+
+def metric_cis(
+    per_query: Mapping[str, Sequence[float]], metrics: Iterable[str], n_resamples: int = 1000, confidence: float = 0.95, seed: int = 0
+) -> dict[str, float]:
+    """Bootstrap CI bounds for the mean of each named per-query column, for logging.
+
+    Args:
+        per_query: a mapping (or pandas DataFrame) of column name -> per-query values.
+        metrics: column names, e.g. ``["recall@5", "iou@5"]``.
+        n_resamples, confidence, seed: as in :func:`bootstrap_ci` (the same seed for
+            every metric, so the same query resamples are used throughout).
+
+    Returns:
+        ``{"<metric>_ci_low": low, "<metric>_ci_high": high, ...}``; keys pass through
+        :func:`harness.evaluation.metrics.mlflow_key` as ``recall_at_5_ci_low``.
+
+    Raises:
+        ValueError: a metric is not a column (message names it), or as :func:`bootstrap_ci`.
+    """
+    out: dict[str, float] = {}
+    for name in metrics:
+        if name not in per_query:
+            raise ValueError(f"metric {name!r} is not a per-query column; available: {sorted(map(str, per_query.keys()))}")
+        _, low, high = bootstrap_ci(np.asarray(per_query[name], dtype=float), n_resamples, confidence, seed)
+        out[f"{name}_ci_low"] = low
+        out[f"{name}_ci_high"] = high
+    return out
+
+
+def sign_flip_p_value_greater(values: Iterable[float], n_resamples: int = 10000, seed: int = 0) -> float:
+    """One-sided p-value of the sign-flip test of H0 "location <= 0" against H1 "location > 0".
+
+    Statistic ``T = mean(x)``; under H0 at its boundary each ``x_i`` is as likely to be
+    ``+|x_i|`` as ``-|x_i|`` (a distribution symmetric about 0), so ``p`` is the share of sign
+    patterns ``s`` with ``mean(s * x) >= T``. Exact over all ``2**n`` patterns when
+    ``2**n <= n_resamples``; otherwise Monte Carlo with ``p = (1 + hits) / (1 + n_resamples)``
+    (Phipson & Smyth 2010). This is the one-sample randomisation test (Fisher 1935; Efron &
+    Tibshirani 1993, ch. 15) with a one-sided alternative; it equals
+    ``scipy.stats.permutation_test(..., permutation_type="samples", alternative="greater")``
+    up to Monte Carlo error. To test a location other than 0, shift the values first (see
+    :func:`non_inferiority`).
+
+    Args:
+        values: one value per query (e.g. shifted paired differences ``d_i + margin``).
+        n_resamples: random sign patterns when not enumerating, >= 1.
+        seed: seed of ``numpy.random.default_rng``.
+
+    Returns:
+        p in (0, 1]. All values 0 gives 1.0; all n values positive and equal gives the exact
+        ``1 / 2**n`` when enumerated (only the all-plus pattern reaches ``T``).
+
+    Raises:
+        ValueError: ``values`` empty, not 1-D or not finite; ``n_resamples`` < 1.
+    """
+    x = _as_values(values)
+    n_resamples = _check_resamples(n_resamples)
+    n = x.size
+    observed = x.mean()
+    threshold = observed - _RTOL * max(1.0, float(np.abs(x).max()))
+    if n < 63 and 2**n <= n_resamples:  # exact: every sign pattern once
+        patterns = ((np.arange(2**n)[:, None] >> np.arange(n)) & 1) * 2 - 1
+        return float(np.count_nonzero(patterns @ x / n >= threshold) / 2**n)
+    rng = np.random.default_rng(seed)
+    block = max(1, _BLOCK_CELLS // n)
+    hits = 0
+    for start in range(0, n_resamples, block):
+        size = min(block, n_resamples - start)
+        signs = rng.integers(0, 2, size=(size, n)) * 2 - 1
+        hits += int(np.count_nonzero(signs @ x / n >= threshold))
+    return float((1 + hits) / (1 + n_resamples))
+
+
+@dataclass(frozen=True)
+class NonInferiorityResult:
+    """Paired non-inferiority test of a candidate against a baseline on the same n queries.
+
+    Attributes:
+        n: number of paired queries.
+        mean_baseline, mean_candidate: mean metric of each.
+        diff: ``mean_candidate - mean_baseline``.
+        ci_low, ci_high: two-sided ``1 - 2 * alpha`` percentile-bootstrap interval of
+            ``diff`` (``ci_low`` is the one-sided ``1 - alpha`` lower confidence bound).
+        p_value: one-sided sign-flip p-value of H0 ``diff <= -margin``, in (0, 1].
+        margin: the non-inferiority margin (>= 0, in metric units).
+        alpha: the one-sided significance level.
+        passed: ``p_value <= alpha`` (H0 rejected: the candidate is non-inferior).
+        wins, ties, losses: queries where the candidate is higher / equal / lower.
+    """
+
+    n: int
+    mean_baseline: float
+    mean_candidate: float
+    diff: float
+    ci_low: float
+    ci_high: float
+    p_value: float
+    margin: float
+    alpha: float
+    passed: bool
+    wins: int
+    ties: int
+    losses: int
+
+    def as_dict(self) -> dict:
+        return asdict(self)
+
+
+def non_inferiority(
+    baseline: Sequence[float],
+    candidate: Sequence[float],
+    margin: float,
+    alpha: float = 0.05,
+    n_resamples: int = 10000,
+    seed: int = 0,
+) -> NonInferiorityResult:
+    """Is the candidate no worse than the baseline by more than ``margin``? (paired, one-sided)
+
+    Per-query differences ``d_i = candidate_i - baseline_i``; hypotheses
+    ``H0: E[d] <= -margin`` (the candidate is worse by at least the margin) against
+    ``H1: E[d] > -margin``. Test: the one-sided sign-flip test
+    (:func:`sign_flip_p_value_greater`) applied to the shifted differences
+    ``d_i + margin``, i.e. the paired randomisation test of the location ``-margin``
+    (Fisher 1935; Efron & Tibshirani 1993, ch. 15), assuming the shifted differences are
+    symmetric about 0 at the H0 boundary. The candidate passes when ``p <= alpha``. The
+    non-inferiority framing (a margin fixed in advance, a one-sided test at alpha, or
+    equivalently a ``1 - 2 alpha`` interval whose lower bound must exceed ``-margin``)
+    follows Wellek, *Testing Statistical Hypotheses of Equivalence and Noninferiority*,
+    2nd ed., CRC 2010. The reported interval is the percentile bootstrap of ``mean(d)``
+    (:func:`bootstrap_ci`) at level ``1 - 2 alpha``; it is descriptive, the verdict comes
+    from ``p``. Identical per-query values give ``diff = 0`` and, for ``margin > 0``, the
+    smallest attainable p (``1 / 2**n`` exact, ``1 / (1 + n_resamples)`` Monte Carlo).
+
+    Args:
+        baseline, candidate: per-query values for the same queries in the same order.
+        margin: non-inferiority margin, >= 0, in the metric's units (0.02 = 2 points of a
+            [0, 1] metric). With 0 the test asks whether the candidate is strictly better.
+        alpha: one-sided significance level, in (0, 0.5).
+        n_resamples: bootstrap resamples and random sign patterns, >= 1.
+        seed: seed of ``numpy.random.default_rng`` (same seed for CI and test).
+
+    Raises:
+        ValueError: different lengths, empty or non-finite inputs; ``margin`` < 0 or not
+            finite; ``alpha`` outside (0, 0.5); ``n_resamples`` < 1.
+    """
+    a, b, d, wins, ties, losses = _paired(baseline, candidate, "candidate")
+    if isinstance(margin, bool) or not np.isfinite(float(margin)) or float(margin) < 0:
+        raise ValueError(f"margin must be a finite number >= 0, got {margin!r}")
+    if not 0.0 < float(alpha) < 0.5:
+        raise ValueError(f"alpha must be in (0, 0.5) (a one-sided level), got {alpha!r}")
+    margin, alpha = float(margin), float(alpha)
+    diff, low, high = bootstrap_ci(d, n_resamples, 1.0 - 2.0 * alpha, seed)
+    p = sign_flip_p_value_greater(d + margin, n_resamples, seed)
+    return NonInferiorityResult(
+        n=int(a.size),
+        mean_baseline=float(a.mean()),
+        mean_candidate=float(b.mean()),
+        diff=diff,
+        ci_low=low,
+        ci_high=high,
+        p_value=p,
+        margin=margin,
+        alpha=alpha,
+        passed=bool(p <= alpha),
+        wins=wins,
+        ties=ties,
+        losses=losses,
+    )

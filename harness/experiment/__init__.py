@@ -1,0 +1,12 @@
+"""Experiment layer: one run from config to logged result, and what runs many of them.
+
+Owns turning Hydra config into objects (:mod:`.build`), composing the config in-process
+(:mod:`.config`), the frozen settings objects built once from it (:mod:`.settings`), the
+evaluation pipeline (:mod:`.pipeline`: chunk, index, retrieve, score), the stages of one
+run (:mod:`.run`), the release gate (:mod:`.gate`), Optuna search (:mod:`.tune`) and the
+speed benchmarks (:mod:`.bench`).
+
+May import every library layer below it (chunkers, datasets, ingest, embeddings,
+retrievers, evaluation, tracking, cache, llm, text, types). Imported only by commands
+(:mod:`harness.cli`) and tests.
+"""

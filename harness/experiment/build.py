@@ -1,0 +1,235 @@
+"""The one place that turns Hydra config into objects (``hydra.utils.instantiate``).
+
+Components are built in an order that fails fast: chunker and retriever parameters are
+validated by their constructors before any dataset is read or model loaded.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+from typing import Any
+
+from omegaconf import DictConfig, OmegaConf
+
+#: The project folder (the one holding ``conf/`` and ``datasets/``).
+PROJECT_ROOT = Path(__file__).resolve().parents[2]
+
+#: Config groups that do not change a run's results (excluded from the config hash).
+_NON_RESULT_KEYS = ("tracking", "hydra", "paths", "resume", "cache")
+
+
+def register_resolvers() -> None:
+    """Register ``${project_root:}`` for configs (idempotent)."""
+    if not OmegaConf.has_resolver("project_root"):
+        OmegaConf.register_new_resolver("project_root", lambda: str(PROJECT_ROOT))
+
+
+def to_container(cfg: DictConfig) -> dict[str, Any]:
+    """Resolved plain-dict copy of a config."""
+    return OmegaConf.to_container(cfg, resolve=True)  # type: ignore[return-value]
+
+
+def config_hash(cfg: DictConfig) -> str:
+    """sha256 (first 16 hex chars) of the resolved config without tracking/paths/hydra keys.
+
+    Two runs with the same hash compute the same results on the same dataset. The chunker
+    part is hashed as the chunker is built, with the escapes in its literal-string settings
+    decoded (:func:`chunker_config`, so ``separators=["\\n"]`` typed on the command line
+    and a real newline in a YAML file hash alike), and the settings of
+    :data:`HASH_NEUTRAL_DEFAULTS` are left out while they hold their neutral value. Shipped
+    configs hash as they did before either rule existed. A chunker config whose escapes
+    cannot be decoded is hashed as typed (building it then fails, naming the setting).
+    """
+    data = {k: v for k, v in to_container(cfg).items() if k not in _NON_RESULT_KEYS}
+    if "chunker" in data:
+        from harness.text.escapes import decode_literal_settings
+
+        try:
+            data["chunker"] = decode_literal_settings(data["chunker"])
+        except ValueError:
+            pass  # build_chunker raises the message; the failed run still gets a hash
+    data = _without_neutral_defaults(_with_recorded_targets(data))
+    return hashlib.sha256(json.dumps(data, sort_keys=True, default=str).encode("utf-8")).hexdigest()[:16]
+
+
+#: Settings added after runs were recorded, by ``_target_``: while a setting holds its
+#: neutral value (the one that reproduces the behaviour from before it existed) it is left
+#: out of :func:`config_hash`, so adding it to a config file changes no hash and resume
+#: still finds the earlier runs. Applied to every mapping with that ``_target_`` in the
+#: result-relevant config (nested ones too, e.g. an adaptive route). A value counts as
+#: neutral only if it equals the entry and has its type (``0`` is not ``False``).
+HASH_NEUTRAL_DEFAULTS: dict[str, dict[str, Any]] = {
+    "harness.chunkers.semantic.SemanticChunker": {"number_of_chunks": None},
+    # only warns (or refuses a run): never changes a number, so never a new hash
+    "harness.embeddings.model.Encoder": {"on_truncate": "warn"},
+}
+
+
+#: Classes that moved to another module, by their current ``_target_``: the config hash is
+#: taken over the path the class had when runs were first recorded, so moving code changes
+#: no hash and resume still finds earlier runs (``tests/experiment/test_config_hashes.py``
+#: checks every shipped config against hashes recorded before the move).
+MOVED_TARGETS: dict[str, str] = {
+    "harness.evaluation.compression.Compressor": "harness.compression.Compressor",
+}
+
+
+def _with_recorded_targets(node: Any) -> Any:
+    if isinstance(node, dict):
+        return {k: (MOVED_TARGETS.get(v, v) if k == "_target_" and isinstance(v, str) else _with_recorded_targets(v)) for k, v in node.items()}
+    if isinstance(node, list):
+        return [_with_recorded_targets(v) for v in node]
+    return node
+
+
+def _without_neutral_defaults(node: Any) -> Any:
+    if isinstance(node, dict):
+        target = node.get("_target_")
+        neutral = HASH_NEUTRAL_DEFAULTS.get(target, {}) if isinstance(target, str) else {}
+        return {
+            k: _without_neutral_defaults(v)
+            for k, v in node.items()
+            if not (k in neutral and v == neutral[k] and type(v) is type(neutral[k]))
+        }
+    if isinstance(node, list):
+        return [_without_neutral_defaults(v) for v in node]
+    return node
+
+
+def chunker_config(cfg: DictConfig) -> dict[str, Any]:
+    """The resolved ``chunker`` config as plain data, as the chunker is built from it.
+
+    Escape sequences typed in its literal-string settings (separators, delimiters; never
+    regexes) are decoded: ``\\n`` -> newline, ``\\r``, ``\\t``, ``\\\\`` -> backslash
+    (:func:`harness.text.escapes.decode_literal_settings`). Use this, not the raw config, for
+    anything keyed by what the chunker does (the chunk-cache key).
+
+    Raises:
+        ValueError: an unknown escape (e.g. ``\\s``) in a literal-string setting, naming it.
+    """
+    from harness.text.escapes import decode_literal_settings
+
+    return decode_literal_settings(to_container(cfg.chunker))
+
+
+def _instantiate(node: DictConfig, **kwargs):
+    """``hydra.utils.instantiate`` that re-raises a constructor's ValueError/TypeError as itself.
+
+    Hydra wraps constructor errors in ``InstantiationException``; the original message
+    (which names the parameter and its allowed range) is what a user needs to see.
+    """
+    from hydra.errors import InstantiationException
+    from hydra.utils import instantiate
+
+    try:
+        return instantiate(node, **kwargs)
+    except InstantiationException as exc:
+        cause = exc.__cause__
+        if isinstance(cause, (ValueError, TypeError)):
+            raise cause from None
+        raise
+
+
+def cache_dir(cfg: DictConfig) -> str | None:
+    """The on-disk cache folder (``cache.dir``, default ``paths.cache_dir``), or None when ``cache.enabled=false``."""
+    node = cfg.get("cache")
+    if node is not None and not node.get("enabled", True):
+        return None
+    return str(node.get("dir") if node is not None and node.get("dir") else cfg.paths.cache_dir)
+
+
+def build_encoder(cfg: DictConfig):
+    """The run's shared :class:`~harness.embeddings.model.Encoder` (model loads lazily; on-disk cache per ``cache``)."""
+    return _instantiate(cfg.embedding, cache_dir=cache_dir(cfg))
+
+
+def build_chunker(cfg: DictConfig, encoder=None):
+    """Instantiate ``cfg.chunker``; strategies that embed get ``encoder=``, strategies with
+    ``needs_cache_dir`` get ``cache_dir=`` (the run's cache folder or None).
+
+    The constructor receives :func:`chunker_config`'s values: ``\\n``, ``\\r``, ``\\t`` and
+    ``\\\\`` typed in a literal-string setting (``separators``, ``separator``, ``delim``,
+    ``delimiters``, at any depth) arrive decoded; regex settings arrive as typed.
+
+    Raises:
+        ValueError: invalid chunker parameters (raised by the constructor, naming them), or
+            an unknown escape in a literal-string setting.
+    """
+    from harness.chunkers.base import Chunker
+
+    cls = _target_class(cfg.chunker)
+    kwargs = {"encoder": encoder} if getattr(cls, "needs_encoder", False) else {}
+    if getattr(cls, "needs_cache_dir", False):  # e.g. LLM reply caches; kept out of the config hash
+        kwargs["cache_dir"] = cache_dir(cfg)
+    node = cfg.chunker
+    decoded = chunker_config(cfg)
+    if decoded != to_container(node):  # an escape was decoded: build from the decoded copy
+        node = OmegaConf.create(decoded)
+    chunker = _instantiate(node, **kwargs)
+    if not isinstance(chunker, Chunker):
+        raise TypeError(f"chunker._target_ {cfg.chunker._target_!r} does not build a harness Chunker")
+    return chunker
+
+
+def build_retriever(cfg: DictConfig, encoder=None):
+    """Instantiate ``cfg.retriever``; dense retrievers get ``encoder=``."""
+    cls = _target_class(cfg.retriever)
+    kwargs = {"encoder": encoder} if getattr(cls, "needs_encoder", False) else {}
+    return _instantiate(cfg.retriever, **kwargs)
+
+
+def build_dataset(cfg: DictConfig):
+    """Load and verify the dataset described by ``cfg.dataset``."""
+    return _instantiate(cfg.dataset)
+
+
+def _target_class(node: DictConfig):
+    from hydra.utils import get_class
+
+    target = node.get("_target_")
+    if not target:
+        raise ValueError("config group is missing its _target_")
+    return get_class(target)
+
+
+def run_name(cfg: DictConfig) -> str:
+    """Readable run name from the strategy name and its main sizes, ending in the retriever.
+
+    Examples: ``recursive-400-0-faiss`` (size, overlap), ``fixed-chars-200-20-bm25``,
+    ``fixed-400-0-cl100k_base-faiss``, ``semantic-threshold-0.8-faiss``,
+    ``semantic-percentile-5chunks-faiss`` (``number_of_chunks=5``),
+    ``hierarchical-headings-1024-128-faiss`` (parent, child sizes), ``sentence-254-faiss``.
+    """
+    ch = cfg.chunker
+    try:
+        name = str(getattr(_target_class(ch), "name", "") or "")
+    except Exception:  # noqa: BLE001 - naming must never fail a run
+        name = ""
+    name = name or str(ch.get("_target_", "chunker")).rsplit(".", 1)[-1].replace("Chunker", "").lower()
+    parts = [name]
+    unit = ch.get("unit")
+    if unit and unit != "tokens":
+        parts.append(str(unit))
+    if "chunk_size" in ch:
+        parts += [str(ch.chunk_size), str(ch.get("chunk_overlap", 0))]
+    elif "child_size" in ch:
+        parts += [str(ch.get("mode", "")), str(ch.get("parent_size", "")), str(ch.child_size)]
+    elif "breakpoint" in ch:
+        parts.append(str(ch.breakpoint))
+        if ch.get("number_of_chunks") is not None:
+            parts.append(f"{ch.number_of_chunks}chunks")
+        elif ch.breakpoint == "threshold":
+            parts.append(str(ch.threshold))
+        elif ch.breakpoint == "percentile" and "percentile" in ch:
+            parts.append(str(ch.percentile))
+        elif ch.get("breakpoint_amount") is not None:
+            parts.append(str(ch.breakpoint_amount))
+    elif "max_chunk_size" in ch:
+        parts.append(str(ch.max_chunk_size))
+    if ch.get("tokenizer", "model") not in ("model", None):
+        parts.append(str(ch.tokenizer))
+    retr = str(cfg.retriever.get("_target_", "retriever")).rsplit(".", 1)[-1].replace("Retriever", "").lower()
+    parts.append(retr)
+    return "-".join(p for p in parts if p)

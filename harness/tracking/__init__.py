@@ -1,0 +1,11 @@
+"""Tracking layer: every MLflow call of the project goes through this package.
+
+Owns the run client (:mod:`.tracker`: params, metrics, tags, artifacts, run claims and
+resume lookups, signal-safe closing), the worker process a run talks to MLflow through
+(:mod:`.worker`), the Hydra callback that gives a sweep its parent run (:mod:`.callbacks`),
+the local tracking server (:mod:`.server`) and reading logged runs back (searching and
+loading a run's per-query results).
+
+May import: :mod:`harness.evaluation` (metric keys, figures), :mod:`harness.types` and
+MLflow. Never imports the experiment layer or a command.
+"""

@@ -1,0 +1,357 @@
+"""Hydra callback giving every multirun sweep one MLflow parent run, with each job's run
+nested under it.
+
+Registered in ``conf/config.yaml`` under ``hydra.callbacks``. Life of a parent run:
+
+* ``on_multirun_start`` (the sweep's main process, before any job): close RUNNING parents
+  of dead sweeps in the experiment (:meth:`harness.tracking.tracker.Tracker.close_dead_sweeps`),
+  open the parent in the experiment of the base config (``tracking.experiment`` or the
+  dataset name), named ``tracking.sweep_name`` or ``sweep <the sweep overrides>``, and
+  write its id to ``<hydra.sweep.dir>/mlflow_sweep.json``. Jobs read that file
+  (:func:`parent_for_job`), so it reaches joblib and Ray workers on the same machine, and
+  tag their run with ``mlflow.parentRunId`` and ``harness.sweep_job``; a job skipped by
+  resume records ``sweep.skipped.<job>`` on the parent instead of creating a run, a job
+  whose configuration was RUNNING in another live process ``sweep.busy.<job>`` (that run).
+* ``on_multirun_end`` (every job returned): summary (:func:`finish_sweep`), then FINISHED;
+  when a job was busy the sweep then exits with :data:`harness.tracking.tracker.EXIT_BUSY`.
+* Hydra exits without ``on_multirun_end`` when a job failed (its sweepers re-raise a job's
+  error once the batch is done, exit code 1), on Ctrl-C, SIGTERM or any other exception:
+  an ``atexit`` hook writes the summary and closes the parent FAILED (KILLED after Ctrl-C
+  or SIGTERM), and closes children still RUNNING as KILLED. Only SIGKILL or a power cut
+  leaves it RUNNING; the next sweep in the experiment closes it (KILLED, ``harness.stale``).
+"""
+
+from __future__ import annotations
+
+import atexit
+import json
+import math
+import os
+import re
+import signal
+import socket
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from hydra.experimental.callback import Callback
+from omegaconf import DictConfig
+
+#: File in ``hydra.sweep.dir`` naming the sweep's parent run (``run_id``, ``tracking_uri``, ``experiment_id``, ``pid``).
+PARENT_FILE = "mlflow_sweep.json"
+
+#: Longest generated parent run name (characters).
+MAX_NAME = 200
+
+#: Metric families copied from each child into the sweep summary (every k), in column order.
+_FAMILY_ORDER = ("recall", "precision", "iou", "context_precision", "mrr", "ndcg")
+_METRIC_COLUMNS = re.compile(rf"^({'|'.join(_FAMILY_ORDER)})_at_\d+$")
+
+
+def sweep_overrides(hydra_cfg: DictConfig) -> list[str]:
+    """The sweeping overrides of a multirun (``chunker.chunk_size=100,150``), sweeper params first.
+
+    Args:
+        hydra_cfg: the ``hydra`` node of a multirun config (or of ``multirun.yaml``).
+    """
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    args = [f"{k}={v}" for k, v in (hydra_cfg.sweeper.get("params") or {}).items()]
+    args += [str(a) for a in hydra_cfg.overrides.task]
+    return [o.input_line for o in OverridesParser.create().parse_overrides(args) if o.is_sweep_override()]
+
+
+def count_jobs(hydra_cfg: DictConfig) -> int | None:
+    """Number of jobs of a basic-sweeper multirun: the product of the sweeps' lengths.
+
+    None under another sweeper (Optuna decides as it goes) or when an override cannot be
+    expanded without the config loader (``glob(...)``).
+    """
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    try:
+        if not str(hydra_cfg.sweeper._target_).endswith("BasicSweeper"):
+            return None
+        total = 1
+        for override in OverridesParser.create().parse_overrides(sweep_overrides(hydra_cfg)):
+            total *= len(list(override.sweep_string_iterator()))
+        return total
+    except Exception:  # noqa: BLE001 - a count we cannot make is unknown, not an error
+        return None
+
+
+def sweep_name(hydra_cfg: DictConfig) -> str:
+    """Default parent run name: ``sweep`` + the sweep overrides (cut to :data:`MAX_NAME`), or
+    ``sweep`` + the last two parts of the sweep folder when nothing is swept on the command line."""
+    parts = sweep_overrides(hydra_cfg)
+    if parts:
+        name = "sweep " + " ".join(parts)
+    else:
+        folder = Path(str(hydra_cfg.sweep.dir))
+        name = "sweep " + "/".join(folder.parts[-2:])
+    return name if len(name) <= MAX_NAME else name[: MAX_NAME - 3] + "..."
+
+
+def parent_for_job(tracking_uri: str) -> tuple[str, int] | None:
+    """``(parent run id, 1-based job number)`` for a Hydra multirun job, else None.
+
+    Read from ``<hydra.sweep.dir>/mlflow_sweep.json`` (written by :class:`SweepRunCallback`).
+    None outside a multirun, without that file, or when the file names another tracking
+    store than ``tracking_uri`` (the job's run could not point at a parent in another store).
+    """
+    from hydra.core.hydra_config import HydraConfig
+    from hydra.types import RunMode
+
+    if not HydraConfig.initialized():
+        return None
+    hc = HydraConfig.get()
+    if hc.mode != RunMode.MULTIRUN:
+        return None
+    path = Path(str(hc.sweep.dir)) / PARENT_FILE
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    if data.get("tracking_uri") != tracking_uri or not data.get("run_id"):
+        return None
+    return str(data["run_id"]), int(hc.job.num) + 1
+
+
+def lower_is_better(objective: str) -> bool:
+    """True for objectives to minimise (``context_tokens@k``: text handed to the generator); every other metric is maximised."""
+    return objective.split("@", 1)[0] == "context_tokens"
+
+
+def finish_sweep(tracker, parent_run_id: str, status: str, objective: str) -> dict[str, int]:
+    """Summarise a sweep on its parent run and close it with ``status``.
+
+    Logged on the parent: tags ``sweep.jobs_finished``, ``_failed``, ``_killed``,
+    ``_skipped``, ``_busy`` (counts; busy = RUNNING in another live process, the row names
+    that run); ``sweep.best_run_id``/``_run_name``/``_job`` and the metric
+    ``best_<objective key>`` (e.g. ``best_recall_at_5``) for the best FINISHED or skipped job
+    (highest objective; lowest for ``context_tokens@k``); artifacts ``sweep_summary.csv``,
+    the MLflow table ``sweep_summary.json`` (one row per job: job, run name, status, run id,
+    objective, recall/precision/IoU/... at every k, chunk count, time, error) and
+    ``sweep_objective.png``. With a status other than FINISHED, children still RUNNING are
+    closed KILLED first. The parent is closed even when the summary fails (the failure is
+    then the ``sweep.summary_error`` tag).
+
+    Returns:
+        Job counts by status: ``{"FINISHED": n, "FAILED": n, "KILLED": n, "SKIPPED": n, "BUSY": n}``.
+    """
+    from harness.evaluation.metrics import mlflow_key
+    from harness.tracking.tracker import BUSY_PREFIX, JOB_TAG, MAX_TAG_VALUE, SKIPPED_PREFIX
+
+    counts = {"FINISHED": 0, "FAILED": 0, "KILLED": 0, "SKIPPED": 0, "BUSY": 0}
+    tracker.run_id = parent_run_id
+    try:
+        import pandas as pd
+
+        key = mlflow_key(objective)
+        rows = []
+        for child in tracker.child_runs(parent_run_id):
+            state = child.info.status
+            if state == "RUNNING" and status != "FINISHED":
+                tracker.end("KILLED", child.info.run_id)
+                state = "KILLED"
+            rows.append(_row(child, _job(child.data.tags.get(JOB_TAG)), state, key))
+        parent = tracker.get_run(parent_run_id)
+        for tag, run_id in parent.data.tags.items():
+            if tag.startswith(SKIPPED_PREFIX):
+                try:
+                    rows.append(_row(tracker.get_run(run_id), _job(tag[len(SKIPPED_PREFIX) :]), "SKIPPED", key))
+                except Exception:  # noqa: BLE001 - the finished run was deleted since
+                    rows.append({"job": _job(tag[len(SKIPPED_PREFIX) :]), "run_name": "", "status": "SKIPPED", "run_id": run_id, key: math.nan})
+            elif tag.startswith(BUSY_PREFIX):  # the row names the other process's run; its values are not ours to rank
+                job = _job(tag[len(BUSY_PREFIX) :])
+                try:
+                    name = tracker.get_run(run_id).info.run_name or ""
+                except Exception:  # noqa: BLE001 - that run was deleted since
+                    name = ""
+                rows.append({"job": job, "run_name": name, "status": "BUSY", "run_id": run_id, key: math.nan})
+        for row in rows:
+            if row["status"] in counts:
+                counts[row["status"]] += 1
+        tracker.set_tags({f"sweep.jobs_{s.lower()}": n for s, n in counts.items()})
+        if rows:
+            frame = pd.DataFrame(rows)
+            metric_cols = sorted((c for c in frame.columns if _METRIC_COLUMNS.match(c)), key=_metric_order)
+            tail = [c for c in ("chunks.n_chunks", "time.total_s", "error") if c in frame.columns]
+            frame = frame[["job", "run_name", "status", "run_id", key, *[c for c in metric_cols if c != key], *tail]]
+            frame = frame.sort_values(["job", "run_name"], kind="stable").reset_index(drop=True)
+            candidates = frame[frame["status"].isin(["FINISHED", "SKIPPED"]) & frame[key].notna()]
+            best = None
+            if not candidates.empty:
+                best = candidates[key].idxmin() if lower_is_better(objective) else candidates[key].idxmax()
+                top = frame.loc[best]
+                tracker.log_metrics({f"best_{key}": float(top[key])})
+                tracker.set_tags({"sweep.best_run_id": top["run_id"], "sweep.best_run_name": top["run_name"], "sweep.best_job": int(top["job"])})
+            tracker.log_dataframe_csv(frame, "sweep_summary.csv")
+            tracker.log_table(frame, "sweep_summary.json")
+            from harness.evaluation.plots import objective_figure
+
+            with tempfile.TemporaryDirectory() as tmp:
+                png = Path(tmp) / "sweep_objective.png"
+                labels = [f"{j} {n}" for j, n in zip(frame["job"], frame["run_name"])]
+                values = [float(v) if s in ("FINISHED", "SKIPPED") else math.nan for v, s in zip(frame[key], frame["status"])]
+                notes = ["" if s in ("FINISHED", "SKIPPED") else s for s in frame["status"]]
+                title = f"{parent.info.run_name}: {objective} per job"
+                objective_figure(labels, values, objective, png, best=None if best is None else int(best), notes=notes, title=title)
+                tracker.log_file(png)
+    except Exception as exc:  # noqa: BLE001 - the parent must be closed whatever happens
+        try:
+            tracker.set_tags({"sweep.summary_error": f"{type(exc).__name__}: {exc}"[:MAX_TAG_VALUE]})
+        except Exception:  # noqa: BLE001, S110 - the store itself is failing; still try to close
+            pass
+    tracker.end(status, parent_run_id)
+    return counts
+
+
+def _job(value: Any) -> int:
+    try:
+        return int(value)
+    except (TypeError, ValueError):
+        return 0
+
+
+def _metric_order(name: str) -> tuple[int, int]:
+    family, k = name.rsplit("_at_", 1)
+    return _FAMILY_ORDER.index(family), int(k)
+
+
+def _row(run, job: int, status: str, key: str) -> dict:
+    metrics = run.data.metrics
+    row = {"job": job, "run_name": run.info.run_name or "", "status": status, "run_id": run.info.run_id, key: metrics.get(key, math.nan)}
+    row.update({k: v for k, v in metrics.items() if _METRIC_COLUMNS.match(k)})
+    for extra in ("chunks.n_chunks", "time.total_s"):
+        if extra in metrics:
+            row[extra] = metrics[extra]
+    if "error" in run.data.tags:
+        row["error"] = run.data.tags["error"][:300]
+    return row
+
+
+class SweepRunCallback(Callback):
+    """One MLflow parent run per Hydra multirun; see the module docstring for its life cycle.
+
+    Single runs (no ``-m``) are left alone: they have no parent. Picklable (launchers ship
+    callbacks to their workers): only the main process holds the tracker and the parent.
+    """
+
+    def __init__(self) -> None:
+        self._tracker = None
+        self._parent: str | None = None
+        self._objective = "recall@5"
+        self._interrupted = False
+        self._previous: dict[int, Any] = {}
+
+    def __getstate__(self) -> dict:
+        return {"_tracker": None, "_parent": None, "_objective": self._objective, "_interrupted": False, "_previous": {}}
+
+    # ------------------------------------------------------------------ Hydra hooks
+
+    def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
+        """Close dead sweeps' parents, open this sweep's parent and publish its id in the sweep folder."""
+        from harness.experiment import build
+        from harness.tracking.tracker import HOST_TAG, PID_START_TAG, PID_TAG, SWEEP_TAG, Tracker, artifact_root_for, process_start, resolve_tracking_uri
+
+        uri = resolve_tracking_uri(config.tracking.uri, build.PROJECT_ROOT)
+        experiment = config.tracking.experiment or config.dataset.name
+        tracker = Tracker(uri, str(experiment), artifact_root_for(uri, build.PROJECT_ROOT))
+        for parent, children in tracker.close_dead_sweeps():
+            print(f"closed the parent run of a dead sweep as KILLED: {parent}")
+            if children:
+                print(f"closed {len(children)} RUNNING run(s) of that sweep as KILLED: {', '.join(children)}")
+        hydra_cfg = config.hydra
+        sweep_dir = Path(str(hydra_cfg.sweep.dir)).resolve()
+        self._objective = str(config.metrics.objective)
+        tags = {
+            SWEEP_TAG: "parent",
+            "sweep.dir": str(sweep_dir),
+            "sweep.overrides": " ".join(str(o) for o in hydra_cfg.overrides.task),
+            "sweep.sweeper": str(hydra_cfg.sweeper.get("_target_", "")),
+            "sweep.launcher": str(hydra_cfg.launcher.get("_target_", "")),
+            "sweep.objective": self._objective,
+            HOST_TAG: socket.gethostname(),
+            PID_TAG: os.getpid(),
+            PID_START_TAG: process_start(os.getpid()) or "",
+        }
+        n_jobs = count_jobs(hydra_cfg)
+        if n_jobs is not None:
+            tags["sweep.jobs"] = n_jobs
+        name = str(config.tracking.get("sweep_name") or sweep_name(hydra_cfg))
+        run_id = tracker.start(name, tags)
+        self._tracker, self._parent = tracker, run_id
+        atexit.register(self._at_exit)
+        self._install_signal_handlers()
+        sweep_dir.mkdir(parents=True, exist_ok=True)
+        record = {"run_id": run_id, "tracking_uri": uri, "experiment_id": tracker.experiment_id, "pid": os.getpid()}
+        tmp = sweep_dir / f".{PARENT_FILE}.{os.getpid()}"
+        tmp.write_text(json.dumps(record, indent=2), encoding="utf-8")
+        os.replace(tmp, sweep_dir / PARENT_FILE)
+        print(f"sweep parent run {run_id}: {name} (experiment {experiment!r})")
+        sys.stdout.flush()
+
+    def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
+        """Every job returned: summarise and close the parent FINISHED; exit with
+        :data:`harness.tracking.tracker.EXIT_BUSY` when a job was skipped because its configuration
+        was RUNNING in another live process (its result is not in this sweep yet)."""
+        from harness.tracking.tracker import EXIT_BUSY
+
+        counts = self._close("FINISHED")
+        if counts.get("BUSY"):
+            print(f"{counts['BUSY']} job(s) skipped: their configuration is RUNNING in another process (see the skip lines above); rerun this sweep once those runs have ended")
+            sys.stdout.flush()
+            raise SystemExit(EXIT_BUSY)
+
+    # ------------------------------------------------------------------ abnormal ends
+
+    def _at_exit(self) -> None:
+        if self._parent is not None:
+            self._close("KILLED" if self._interrupted else "FAILED")
+
+    def _close(self, status: str) -> dict[str, int]:
+        parent, tracker = self._parent, self._tracker
+        self._parent = None
+        self._restore_signal_handlers()
+        if parent is None or tracker is None:
+            return {}
+        from harness.tracking.tracker import signals_deferred
+
+        with signals_deferred():  # a Ctrl-C inside the summary would leave the parent RUNNING
+            counts = finish_sweep(tracker, parent, status, self._objective)
+        done = ", ".join(f"{n} {s.lower()}" for s, n in counts.items() if n)
+        print(f"sweep parent run {parent}: {status} ({done or 'no jobs'})")
+        sys.stdout.flush()
+        return counts
+
+    def _install_signal_handlers(self) -> None:
+        """Ctrl-C and SIGTERM mark the sweep as interrupted (parent KILLED), then end it as usual:
+        KeyboardInterrupt for SIGINT, ``SystemExit(143)`` for SIGTERM. Handlers somebody else
+        installed are left in place."""
+        import threading
+
+        if threading.current_thread() is not threading.main_thread():
+            return
+
+        for signum, default in ((signal.SIGINT, signal.default_int_handler), (signal.SIGTERM, signal.SIG_DFL)):
+            if signal.getsignal(signum) is default:
+                self._previous[signum] = default
+                signal.signal(signum, self._on_signal)
+
+    def _on_signal(self, signum, frame) -> None:
+        self._interrupted = True
+        if signum == signal.SIGINT:
+            raise KeyboardInterrupt
+        raise SystemExit(128 + signum)
+
+    def _restore_signal_handlers(self) -> None:
+        import threading
+
+        if threading.current_thread() is not threading.main_thread():
+            return
+        for signum, handler in self._previous.items():
+            if signal.getsignal(signum) == self._on_signal:  # not replaced by someone else since
+                signal.signal(signum, handler)
+        self._previous = {}
