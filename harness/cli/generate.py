@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Sequence
 import hydra
 from omegaconf import DictConfig
+from harness.experiment.build import PROJECT_ROOT
 from harness.datasets.generate import PROMPT_VERSION, _SYSTEM, Generation, generate, _check_int, write_dataset, report  # noqa: F401
 
 
