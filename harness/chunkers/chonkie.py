@@ -29,7 +29,8 @@ from __future__ import annotations
 import functools
 from typing import Any
 
-from harness.text.align import Alignment, LibraryAdapter, align, placed
+from harness.chunkers.adapter import LibraryAdapter
+from harness.text.align import Alignment, align, placed
 from harness.types import Chunk, Document, Span
 
 TOKENIZERS = ("character", "model", "cl100k_base")

@@ -22,7 +22,8 @@ from __future__ import annotations
 import functools
 from typing import Any
 
-from harness.text.align import LibraryAdapter, align, placed
+from harness.chunkers.adapter import LibraryAdapter
+from harness.text.align import align, placed
 from harness.types import Chunk, Document
 
 ON_UNALIGNED = ("error", "skip")

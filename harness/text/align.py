@@ -36,32 +36,17 @@ of several positions.
 from __future__ import annotations
 
 import bisect
-from collections import Counter
 import logging
 import re
 import unicodedata
 from dataclasses import dataclass, field
-from typing import Iterable
 
-from harness.chunkers.base import Chunker
 from harness.text.units import strip_span
-from harness.types import Chunk, Document, Span
+from harness.types import Span
 
 log = logging.getLogger(__name__)
 
 _NON_SPACE = re.compile(r"\S")
-
-#: Counter names the adapters' ``stats()`` report (chunks of the library output that are not
-#: whitespace-only; placed from tracked/verified offsets; placed by alignment; refused as
-#: ambiguous; refused as unaligned; documents that needed alignment).
-ADAPTER_COUNTERS = (
-    "adapter.chunks",
-    "adapter.tracked",
-    "adapter.searched",
-    "adapter.ambiguous",
-    "adapter.unaligned",
-    "adapter.fallback_docs",
-)
 
 
 #: Most candidate positions considered for one chunk; a chunk with more is ambiguous.
@@ -285,93 +270,6 @@ def align_chunks(text: str, chunks: list[str], max_overlap: int | None = None, c
     return align(text, chunks, max_overlap=max_overlap, covers=covers).spans
 
 
-def adapter_chunks(
-    doc: Document,
-    pieces: list[str],
-    alignment: Alignment | list[Span | None],
-    *,
-    library: str,
-    on_unaligned: str,
-    on_oversize: str,
-    limit: tuple[str, str, int] | None,
-    unaligned: list[tuple[str, int]],
-    ambiguous: list[tuple[str, int]] | None = None,
-) -> list[Chunk]:
-    """Turn placed spans of a wrapped splitter's output into chunks (shared by the adapters).
-
-    Args:
-        doc: the source document.
-        pieces: the library's chunk strings (for error messages).
-        alignment: one trimmed span or None per piece and its status (from :func:`align`,
-            from verified library offsets or from a verified tracked re-run); a plain list
-            of spans counts every None as unaligned.
-        library: the wrapped class path, named in errors and recorded as metadata
-            ``splitter``.
-        on_unaligned: ``"error"`` (raise) or ``"skip"`` (record ``(doc_id, index)`` in
-            ``unaligned`` or ``ambiguous`` and drop the piece). Whitespace-only pieces
-            are always dropped.
-        on_oversize: with a ``limit``: ``"error"`` raises, ``"split"`` cuts an oversized
-            span into word-aligned windows of the limit, ``"ignore"`` keeps it.
-        limit: ``(unit, tokenizer, size)`` the wrapped library promises, or None.
-        unaligned, ambiguous: lists that collect skipped pieces (ambiguous ones go to
-            ``unaligned`` when ``ambiguous`` is None).
-
-    Returns:
-        Chunks sorted by span (start, end), duplicate spans dropped; metadata ``splitter``
-        and ``index`` (the piece's position in the library output).
-
-    Raises:
-        ValueError: an unplaced piece with ``on_unaligned="error"`` or an oversized piece
-            with ``on_oversize="error"`` (message names the library, document and index).
-    """
-    from harness.text.units import get_counter, window_atoms
-
-    if not isinstance(alignment, Alignment):
-        spans = list(alignment)
-        alignment = Alignment(spans, [PLACED if sp is not None else UNALIGNED for sp in spans])
-    if ambiguous is None:
-        ambiguous = unaligned
-    counter = get_counter(limit[0], limit[1]) if limit and on_oversize != "ignore" else None
-    out: list[Chunk] = []
-    seen: set[Span] = set()
-    for i, (piece, span) in enumerate(zip(pieces, alignment.spans)):
-        if span is None or span[1] <= span[0]:
-            if not piece.strip():
-                continue
-            kind = alignment.status[i]
-            if on_unaligned == "error":
-                if kind == AMBIGUOUS:
-                    starts = alignment.positions.get(i)
-                    where = f"starts {starts[:5]}" if starts else f"more than {MAX_CANDIDATES} positions"
-                    raise ValueError(
-                        f"{library}: chunk {i} of document {doc.doc_id!r} is ambiguous: its text fits several source "
-                        f"positions consistent with the chunk order and overlap ({where}; text {piece[:40]!r}); "
-                        "set chunker.on_unaligned=skip to drop such chunks"
-                    )
-                raise ValueError(
-                    f"{library}: chunk {i} of document {doc.doc_id!r} cannot be aligned to the source text "
-                    f"(starts {piece[:40]!r}); set chunker.on_unaligned=skip to drop such chunks"
-                )
-            (ambiguous if kind == AMBIGUOUS else unaligned).append((doc.doc_id, i))
-            continue
-        windows = [span]
-        if counter is not None:
-            n = counter.count(doc.text[span[0] : span[1]])
-            if n > limit[2]:
-                if on_oversize == "error":
-                    raise ValueError(
-                        f"{library}: chunk {i} of document {doc.doc_id!r} has {n} {limit[0]} > chunk_size "
-                        f"{limit[2]}; set chunker.on_oversize=split to cut it"
-                    )
-                windows = window_atoms(doc.text, span[0], span[1], counter, limit[2], 0)
-        for w in windows:
-            if w not in seen:
-                seen.add(w)
-                out.append(Chunk.from_spans(doc, [w], metadata={"splitter": library, "index": i}))
-    out.sort(key=lambda c: c.spans[0])  # windows of a cut chunk may pass the next chunk's start
-    return out
-
-
 def placed(text: str, pieces: list[str], raw_spans: list[Span]) -> Alignment:
     """An :class:`Alignment` of verified raw spans (trimmed of outer whitespace).
 
@@ -392,60 +290,3 @@ def placed(text: str, pieces: list[str], raw_spans: list[Span]) -> Alignment:
     return Alignment(spans, status)
 
 
-class LibraryAdapter(Chunker):
-    """Shared part of the library adapters (``langchain``, ``chonkie``): the counters, the
-    placement of a document's pieces and the warning for dropped chunks.
-
-    A subclass calls :meth:`_init_adapter` in ``__init__`` with the wrapped class path
-    (:attr:`library`, named in errors and warnings) and, in ``chunk``, computes an :class:`Alignment` (tracked offsets, or
-    :func:`align` as the fallback) and returns :meth:`_place`'s result.
-    """
-
-    def _init_adapter(self, library: str, on_unaligned: str, on_oversize: str) -> None:
-        self.library = library
-        self.on_unaligned = on_unaligned
-        self.on_oversize = on_oversize
-        self.unaligned: list[tuple[str, int]] = []
-        self.ambiguous: list[tuple[str, int]] = []
-        self.counters: Counter[str] = Counter({k: 0 for k in ADAPTER_COUNTERS})
-
-    def _place(self, doc: Document, pieces: list[str], alignment: Alignment, tracked: bool) -> list[Chunk]:
-        """Count the alignment's outcome (``adapter.*``) and build the chunks
-        (:func:`adapter_chunks` with the adapter's ``on_unaligned`` / ``on_oversize``)."""
-        if not tracked:
-            self.counters["adapter.fallback_docs"] += 1
-        status = Counter(alignment.status)
-        self.counters["adapter.chunks"] += len(pieces) - status["empty"]
-        self.counters["adapter.tracked" if tracked else "adapter.searched"] += status[PLACED]
-        self.counters["adapter.ambiguous"] += status[AMBIGUOUS]
-        self.counters["adapter.unaligned"] += status[UNALIGNED]
-        return adapter_chunks(
-            doc,
-            pieces,
-            alignment,
-            library=self.library,
-            on_unaligned=self.on_unaligned,
-            on_oversize=self.on_oversize,
-            limit=self.size_limit(),
-            unaligned=self.unaligned,
-            ambiguous=self.ambiguous,
-        )
-
-    def chunk_all(self, docs: Iterable[Document], progress: bool = False) -> list[Chunk]:
-        """Chunk every document; warns (logging) with the counts when chunks were dropped
-        (``on_unaligned="skip"``)."""
-        before = len(self.ambiguous), len(self.unaligned)
-        chunks = super().chunk_all(docs, progress=progress)
-        amb, una = len(self.ambiguous) - before[0], len(self.unaligned) - before[1]
-        if amb or una:
-            log.warning(
-                "%s: dropped %d ambiguous and %d unaligned chunks (chunker.on_unaligned=skip); see chunker stats adapter.*",
-                self.library,
-                amb,
-                una,
-            )
-        return chunks
-
-    def stats(self) -> dict[str, float]:
-        """Adapter counters as ``{name: value}`` (floats; see the subclass docstring)."""
-        return {k: float(v) for k, v in self.counters.items()}

@@ -19,9 +19,7 @@ DOC = ROOT / "docs" / "metrics.md"
 
 def test_committed_reference_matches_the_registry():
     committed = DOC.read_text(encoding="utf-8")
-    assert committed == metrics_markdown(), (
-        f"docs/metrics.md differs from the metric registry; regenerate it with: {REGENERATE}"
-    )
+    assert committed == metrics_markdown(), f"docs/metrics.md differs from the metric registry; regenerate it with: {REGENERATE}"
 
 
 def test_every_registered_family_has_its_own_section():
@@ -54,7 +52,11 @@ def test_every_field_of_every_family_is_rendered():
 def test_module_prints_the_same_text():
     out = subprocess.run(
         [sys.executable, "-m", "harness.evaluation.metrics.reference"],
-        cwd=ROOT, capture_output=True, text=True, encoding="utf-8", check=True,
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        encoding="utf-8",
+        check=True,
     )
     assert out.stdout == metrics_markdown()
 

@@ -32,8 +32,7 @@ _PARAMS = {
 _LEVELS = {
     "span": (
         "Span metrics",
-        "Characters: the evidence spans against the spans of the returned units. They do not "
-        "depend on `metrics.relevance`.",
+        "Characters: the evidence spans against the spans of the returned units. They do not depend on `metrics.relevance`.",
     ),
     "chunk": (
         "Rank metrics on chunk relevance",
@@ -42,8 +41,7 @@ _LEVELS = {
     ),
     "document": (
         "Document-level metrics (`metrics.level=document`)",
-        "Documents ranked by their best chunk's score (max-pooling), relevant when they hold "
-        "evidence; for datasets labelled by document id (BEIR).",
+        "Documents ranked by their best chunk's score (max-pooling), relevant when they hold evidence; for datasets labelled by document id (BEIR).",
     ),
     "context": (
         "Context size",
