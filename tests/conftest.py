@@ -1,9 +1,27 @@
-"""Shared fixtures. Everything is real: the packaged MiniLM model, FAISS, rank-bm25, and an
-MLflow SQLite store under a temporary folder. Nothing touches the network."""
+"""Shared fixtures, and the rule that the suite writes only into temporary folders.
+
+Everything is real: the packaged MiniLM model, FAISS, rank-bm25, and MLflow SQLite stores
+under temporary folders. Nothing touches the network.
+
+Writes: each test process (the main one, or each ``-n`` worker) gets one session folder
+under the system temp dir. At import, before any project module is loaded,
+``MLFLOW_TRACKING_URI`` points at a store inside it (so a run that names no ``tracking.uri``,
+here or in a subprocess that inherits the environment, never logs to the project's
+``mlruns/`` or to a developer's server), and from the first test on the working directory
+is a folder inside it (so anything written relative to the working directory, such as
+MLflow's ``./mlruns`` artifact default, lands there). :func:`compose` sends the on-disk cache
+there too. The folder is removed when the process exits (``tmp_path`` folders are kept by
+pytest as usual). At session end the run fails if the project's ``mlruns/``, ``.cache/``,
+``outputs/`` or ``multirun/`` differ from the snapshot taken at session start, and the
+summary lists what appeared, changed or went away. Do not run experiments from the same
+project folder while the suite runs: their writes would be reported too.
+"""
 
 from __future__ import annotations
 
+import atexit
 import os
+import shutil
 import tempfile
 from pathlib import Path
 
@@ -11,9 +29,90 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
+PROJECT_ROOT = Path(__file__).resolve().parents[1]
+#: This process's temporary folder for everything the suite writes outside ``tmp_path``.
+SESSION_ROOT = Path(tempfile.mkdtemp(prefix="harness-tests-"))
+(SESSION_ROOT / "mlruns").mkdir()
+(SESSION_ROOT / "cwd").mkdir()
+os.environ["MLFLOW_TRACKING_URI"] = f"sqlite:///{SESSION_ROOT / 'mlruns' / 'mlflow.db'}"
+atexit.register(shutil.rmtree, SESSION_ROOT, ignore_errors=True)
+
 import pytest  # noqa: E402
 
-PROJECT_ROOT = Path(__file__).resolve().parents[1]
+#: Project folders the suite must leave as they were (created, changed or removed = failure).
+GUARDED = ("mlruns", ".cache", "outputs", "multirun")
+_CHANGED = pytest.StashKey[list]()
+_SNAPSHOT = pytest.StashKey[dict]()
+
+
+def _snapshot() -> dict[str, tuple]:
+    """Every path under the guarded folders -> ("dir",) or (size in bytes, mtime in ns)."""
+    state: dict[str, tuple] = {}
+    for name in GUARDED:
+        top = PROJECT_ROOT / name
+        if not top.exists():
+            continue
+        state[name] = ("dir",)
+        for dirpath, dirnames, filenames in os.walk(top):
+            for entry in dirnames:
+                state[os.path.relpath(os.path.join(dirpath, entry), PROJECT_ROOT)] = ("dir",)
+            for entry in filenames:
+                path = os.path.join(dirpath, entry)
+                try:
+                    st = os.lstat(path)
+                except OSError:  # removed while walking
+                    continue
+                state[os.path.relpath(path, PROJECT_ROOT)] = (st.st_size, st.st_mtime_ns)
+    return state
+
+
+def _is_worker(config) -> bool:
+    """True in a pytest-xdist worker (the controller does the session-end check)."""
+    return hasattr(config, "workerinput")
+
+
+def pytest_sessionstart(session):
+    if not _is_worker(session.config):
+        session.config.stash[_SNAPSHOT] = _snapshot()
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _work_in_the_session_folder():
+    """Tests run with the session folder's ``cwd/`` as working directory (set after
+    collection, which resolves the command line's paths against the starting folder)."""
+    before = os.getcwd()
+    os.chdir(SESSION_ROOT / "cwd")
+    yield
+    os.chdir(before)
+
+
+def pytest_sessionfinish(session, exitstatus):
+    before = session.config.stash.get(_SNAPSHOT, None)
+    if before is None:
+        return
+    after = _snapshot()
+    changed = [f"created {p}" for p in sorted(after.keys() - before.keys())]
+    changed += [f"removed {p}" for p in sorted(before.keys() - after.keys())]
+    changed += [f"changed {p}" for p in sorted(before.keys() & after.keys()) if before[p] != after[p]]
+    if changed:
+        session.config.stash[_CHANGED] = changed
+        if session.exitstatus == pytest.ExitCode.OK:
+            session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus, config):
+    changed = config.stash.get(_CHANGED, None)
+    if not changed:
+        return
+    terminalreporter.section("writes into the project folder", sep="=", red=True, bold=True)
+    terminalreporter.line(
+        f"the suite must write only into temporary folders, but {len(changed)} path(s) under "
+        f"{', '.join(GUARDED)} in {PROJECT_ROOT} differ from the session start:"
+    )
+    for line in changed[:50]:
+        terminalreporter.line(f"  {line}")
+    if len(changed) > 50:
+        terminalreporter.line(f"  ... and {len(changed) - 50} more")
 KESTREL_PATH = PROJECT_ROOT / "datasets" / "kestrel_kb"
 CHROMA_PATH = (PROJECT_ROOT / ".." / "shared" / "datasets" / "chroma_general").resolve()
 
@@ -41,12 +140,40 @@ def encoder():
     return Encoder(show_progress=False)
 
 
+_TEMPLATE_STORE = SESSION_ROOT / "template" / "mlflow.db"
+
+
+def fresh_store(path: Path) -> str:
+    """A new, empty MLflow SQLite store at ``path`` (a ``.db`` file that must not exist yet).
+
+    Creating a store runs MLflow's schema migrations (seconds per store); the first call of
+    a session creates one empty, migrated store and every call copies that file, so each
+    test still gets its own real, untouched store. Returns its ``sqlite:///`` URI.
+    """
+    import shutil
+
+    path = Path(path)
+    if path.exists():
+        raise FileExistsError(f"fresh_store: {path} exists; expected a path for a new store")
+    if not _TEMPLATE_STORE.exists():
+        import mlflow
+
+        _TEMPLATE_STORE.parent.mkdir(parents=True, exist_ok=True)
+        building = _TEMPLATE_STORE.with_suffix(".building")
+        mlflow.MlflowClient(f"sqlite:///{building}").search_experiments()  # creates the tables
+        shutil.copyfile(building, _TEMPLATE_STORE)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(_TEMPLATE_STORE, path)
+    return f"sqlite:///{path}"
+
+
 @pytest.fixture()
 def tracking_uri(tmp_path):
-    return f"sqlite:///{tmp_path / 'mlflow.db'}"
+    """URI of a new, empty MLflow SQLite store in this test's ``tmp_path`` (see :func:`fresh_store`)."""
+    return fresh_store(tmp_path / "mlflow.db")
 
 
-_SESSION_CACHE = tempfile.mkdtemp(prefix="harness-test-cache-")
+_SESSION_CACHE = str(SESSION_ROOT / "cache")
 
 
 def compose(overrides: list[str]):

@@ -11,9 +11,9 @@ from pathlib import Path
 
 import nbformat
 import pytest
+from conftest import PROJECT_ROOT, compose, fresh_store
 from nbclient import NotebookClient
 
-from conftest import PROJECT_ROOT, compose
 from harness.experiment.run import execute
 
 NOTEBOOK = PROJECT_ROOT / "notebooks" / "compare_runs.ipynb"
@@ -51,7 +51,7 @@ def _pareto(points: dict[str, tuple[float, float]]) -> set[str]:
 
 @pytest.mark.slow
 def test_notebook_runs_top_to_bottom_against_created_runs(tmp_path, monkeypatch):
-    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    uri = fresh_store(tmp_path / "mlflow.db")
     results = {}
     for chunker in ("fixed", "recursive"):
         for size in (100, 200):

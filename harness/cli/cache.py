@@ -7,7 +7,8 @@ from __future__ import annotations
 
 import argparse
 from typing import Sequence
-from harness.cache import DEFAULT_CACHE_DIR, KINDS, Cache  # noqa: F401
+
+from harness.cache import DEFAULT_CACHE_DIR, KINDS, Cache
 
 
 def _human(n: int) -> str:

@@ -11,7 +11,8 @@ import argparse
 import os
 import sys
 from typing import Sequence
-from harness.experiment.gate import EXIT_ERROR, EXIT_FAIL, EXIT_PASS, DEFAULT_GATE, GateError, Gate, load_gate, Baseline, load_baseline, baseline_payload, write_baseline, describe_changes, _display_path, compose_candidate, validate_candidate, check_same_data, run_candidate, evaluate_gate, format_report, record_in_mlflow  # noqa: F401
+
+from harness.experiment.gate import DEFAULT_GATE, EXIT_ERROR, EXIT_PASS, GateError, _display_path, check, load_gate, update_baseline
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -52,59 +53,19 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_ERROR
 
 
-def _check(gate: Gate, cli_overrides: Sequence[str]) -> int:
-    from harness.evaluation.metrics import mlflow_key
-
-    baseline = load_baseline(gate.baseline, list(gate.margins))
-    cfg = compose_candidate(gate, cli_overrides, "gate")
-    dataset = validate_candidate(cfg, gate)
-    check_same_data(baseline, dataset, cfg)
-    run_id, per_query, uri, _ = run_candidate(cfg)
-    results, flips = evaluate_gate(gate, baseline, per_query)
-    report = format_report(gate, baseline, results, flips, run_id)
-    passed = bool((results["verdict"] == "pass").all())
-    failed = results.loc[results["verdict"] == "fail", "metric"].tolist()
-    tags = {
-        "gate": "pass" if passed else "fail",
-        "gate.role": "candidate",
-        "gate.file": _display_path(gate.path),
-        "gate.baseline": _display_path(gate.baseline),
-        "gate.baseline_run_id": str(baseline.data.get("source_run_id")),
-        "gate.failed": ",".join(failed),
-        "gate.flipped_queries": str(len(flips)),
-        **{f"gate.{mlflow_key(r['metric'])}": r["verdict"] for r in results.to_dict(orient="records")},
-    }
-    numbers = {}
-    for r in results.to_dict(orient="records"):
-        for field in ("diff", "ci_low", "ci_high", "p"):
-            numbers[f"gate.{r['metric']}.{field}"] = r[field]
-    record_in_mlflow(uri, run_id, tags, numbers, report)
-    print(report)
-    print(f"\nMLflow run {run_id} tagged gate={tags['gate']} (tracking URI {uri})")
+def _check(gate, cli_overrides: Sequence[str]) -> int:
+    outcome = check(gate, cli_overrides)
+    print(outcome.report)
+    print(f"\nMLflow run {outcome.run_id} tagged gate={outcome.tags['gate']} (tracking URI {outcome.tracking_uri})")
     sys.stdout.flush()
-    return EXIT_PASS if passed else EXIT_FAIL
+    return outcome.exit_code
 
 
-def _update(gate: Gate, cli_overrides: Sequence[str]) -> int:
-    old = None
-    if gate.baseline.is_file():
-        try:
-            old = load_baseline(gate.baseline)
-        except GateError as exc:
-            print(f"warning: the existing baseline cannot be read and will be replaced: {exc}", file=sys.stderr)
-    cfg = compose_candidate(gate, cli_overrides, "baseline")
-    dataset = validate_candidate(cfg, gate)
-    run_id, per_query, uri, experiment = run_candidate(cfg)
-    missing = [m for m in gate.margins if m not in per_query.columns]
-    if missing:
-        raise GateError(f"the run has no per-query column(s) {missing}")
-    payload = baseline_payload(gate, cli_overrides, cfg, dataset, run_id, experiment, per_query)
-    summary = describe_changes(old, payload)
-    write_baseline(gate.baseline, payload)
-    record_in_mlflow(uri, run_id, {"gate.role": "baseline", "gate.file": _display_path(gate.path), "gate.baseline": _display_path(gate.baseline)})
-    print(f"## Baseline update: {_display_path(gate.baseline)}\n")
-    print(summary)
-    print(f"\nwrote {gate.baseline} from run {run_id} ({len(per_query)} queries; tracking URI {uri}); review and commit it")
+def _update(gate, cli_overrides: Sequence[str]) -> int:
+    done = update_baseline(gate, cli_overrides, warn=lambda message: print(f"warning: {message}", file=sys.stderr))
+    print(f"## Baseline update: {_display_path(done.path)}\n")
+    print(done.summary)
+    print(f"\nwrote {done.path} from run {done.run_id} ({done.n_queries} queries; tracking URI {done.tracking_uri}); review and commit it")
     sys.stdout.flush()
     return EXIT_PASS
 

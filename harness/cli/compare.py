@@ -2,7 +2,8 @@
 
 ``harness compare`` lists the experiment's runs (best recall@5 first); ``harness compare
 RUN_A RUN_B ...`` pairs their per-query results with paired tests. The library is
-:mod:`harness.evaluation.compare`.
+:mod:`harness.evaluation.compare` (tables and tests) over :mod:`harness.tracking.runs`
+(reading the runs).
 """
 
 from __future__ import annotations
@@ -14,17 +15,37 @@ import sys
 import tempfile
 from pathlib import Path
 from typing import Sequence
-from harness.evaluation.compare import DEFAULT_METRICS, CompareError, load_run, check_comparable, select_metrics, compare_runs, format_tables, LIST_FORMATS, list_runs, format_listing, default_experiment  # noqa: F401
+
+from harness.evaluation.compare import (
+    DEFAULT_METRICS,
+    LIST_FORMATS,
+    CompareError,
+    check_comparable,
+    compare_runs,
+    format_listing,
+    format_tables,
+    select_metrics,
+)
+from harness.tracking.runs import TrackingStoreError, UnknownExperiment, experiment_name, list_runs, load_run
+from harness.tracking.tracker import resolve_tracking_uri
+
+
+def default_experiment() -> str:
+    """The experiment ``harness run`` logs to with no overrides (:func:`harness.tracking.runs.experiment_name`
+    of the project's composed config)."""
+    from harness.experiment.config import compose
+
+    return experiment_name(compose([]))
+
+
+def _tracking_uri(given: str | None) -> str:
+    from harness.experiment.build import PROJECT_ROOT
+
+    return given or resolve_tracking_uri(None, PROJECT_ROOT)
 
 
 def _list_main(args) -> int:
     """Listing mode of :func:`main`: 0 ok, 1 tracking store error, 2 bad arguments or unknown experiment."""
-    import mlflow
-    from mlflow.exceptions import MlflowException
-
-    from harness.experiment.build import PROJECT_ROOT
-    from harness.tracking.tracker import resolve_tracking_uri
-
     args.k = 5 if args.k is None else args.k
     args.format = args.format or "markdown"
     if args.k < 1:
@@ -33,12 +54,11 @@ def _list_main(args) -> int:
     if args.limit is not None and args.limit < 1:
         print(f"error: --limit must be >= 1, got {args.limit}", file=sys.stderr)
         return 2
-    uri = args.tracking_uri or resolve_tracking_uri(None, PROJECT_ROOT)
+    uri = _tracking_uri(args.tracking_uri)
     experiment = args.experiment or default_experiment()
-    client = mlflow.MlflowClient(uri)
     try:
         table = list_runs(
-            client,
+            uri,
             experiment,
             k=args.k,
             filter_string=args.filter,
@@ -48,11 +68,11 @@ def _list_main(args) -> int:
             limit=args.limit,
             all_statuses=args.all_runs,
         )
-    except (CompareError, ValueError) as exc:
+    except (UnknownExperiment, CompareError, ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    except MlflowException as exc:  # store unreachable or failing
-        print(f"error: tracking store {uri}: {exc.message}", file=sys.stderr)
+    except TrackingStoreError as exc:  # store unreachable or failing
+        print(f"error: {exc}", file=sys.stderr)
         return 1
     if args.format == "csv":
         print(format_listing(table, "csv"))
@@ -78,7 +98,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("runs", nargs="*", metavar="RUN_ID", help="MLflow run ids; the first is the baseline (none: list runs)")
     p.add_argument("--tracking-uri", default=None, help="MLflow tracking URI (default: $MLFLOW_TRACKING_URI, else the project store)")
     ls = p.add_argument_group("listing (no run ids)")
-    ls.add_argument("--experiment", default=None, help="experiment name (default: the one `python -m harness.run` logs to, i.e. the default dataset's name)")
+    ls.add_argument("--experiment", default=None, help="experiment name (default: the one `harness run` logs to: tracking.experiment, else the dataset's name)")
     ls.add_argument("--k", type=int, default=None, help="rank cut-off of the metric columns (default 5)")
     ls.add_argument("--sort", default=None, metavar="METRIC", help="metric (recall@5, recall_at_5, time.total_s, ...) or column to sort by (default recall@K)")
     ls.add_argument("--ascending", action="store_true", help="sort ascending (default descending)")
@@ -134,22 +154,19 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
 
     os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")  # keep stderr for errors
-    import mlflow
-
-    from harness.experiment.build import PROJECT_ROOT
-    from harness.tracking.tracker import resolve_tracking_uri
-
-    uri = args.tracking_uri or resolve_tracking_uri(None, PROJECT_ROOT)
-    client = mlflow.MlflowClient(uri)
+    uri = _tracking_uri(args.tracking_uri)
     try:
         with tempfile.TemporaryDirectory() as tmp:
-            runs = [load_run(client, run_id, tmp) for run_id in args.runs]
+            runs = [load_run(uri, run_id, tmp) for run_id in args.runs]
         check_comparable(runs)
         metrics = select_metrics(runs, args.metrics)
         tables = compare_runs(runs, metrics, n_resamples=args.resamples, seed=args.seed, alpha=args.alpha)
     except (CompareError, ValueError) as exc:
         print(f"error: cannot compare: {exc}", file=sys.stderr)
         return 2
+    except TrackingStoreError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
     print(format_tables(tables, runs[0], args.alpha, args.resamples, args.seed))
     print(f"\ntracking URI: {uri}")
     if args.json:

@@ -22,12 +22,11 @@ has missing or ambiguous excerpts (the run would stop on it unless
 
 from __future__ import annotations
 
-from typing import Sequence
-
 import argparse
 import statistics
 import sys
 from pathlib import Path
+from typing import Sequence
 
 from harness.datasets.report import LoadReport
 from harness.datasets.validate import DatasetError

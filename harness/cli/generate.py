@@ -8,10 +8,12 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 from typing import Sequence
+
 import hydra
 from omegaconf import DictConfig
+
+from harness.datasets.generate import _SYSTEM, PROMPT_VERSION, Generation, _check_int, generate, report, write_dataset
 from harness.experiment.build import PROJECT_ROOT
-from harness.datasets.generate import PROMPT_VERSION, _SYSTEM, Generation, generate, _check_int, write_dataset, report  # noqa: F401
 
 
 def run(cfg: DictConfig) -> tuple[Generation, Path]:

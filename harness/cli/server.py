@@ -10,7 +10,8 @@ import signal
 import sys
 import time
 from typing import Sequence
-from harness.tracking.server import DEFAULT_START_TIMEOUT_S, backend_uri, start_server  # noqa: F401
+
+from harness.tracking.server import DEFAULT_START_TIMEOUT_S, backend_uri, start_server
 
 
 def _parser() -> argparse.ArgumentParser:

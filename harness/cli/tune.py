@@ -6,10 +6,11 @@ The library is :mod:`harness.experiment.tune`.
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 from typing import Sequence
-from harness.experiment.tune import DEFAULT_SPACE, DEFAULT_STORAGE, load_space, run_study, summary  # noqa: F401
+
+from harness.cli import prepare_process
+from harness.experiment.tune import DEFAULT_SPACE, DEFAULT_STORAGE, load_space, run_study, summary
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -29,9 +30,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     import optuna
 
     optuna.logging.set_verbosity(optuna.logging.WARNING)
-    os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
-    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    prepare_process()
     try:
         space = load_space(args.space)
         study = run_study(space, args.trials, args.storage, args.study, args.overrides, args.seed)

@@ -5,12 +5,14 @@ Listing (no run ids): ``python -m harness.compare [--experiment NAME] [--sort ME
 [--limit N]`` prints one row per FINISHED run of the experiment (default: the experiment
 ``python -m harness.run`` logs to with the project's default config), with chunker, size,
 overlap, unit, retriever, ``recall@k``, ``precision@k``, ``context_precision@k``, ``iou@k``,
-the run time ``time.total_s`` in seconds, run name and id; see :func:`list_runs`.
+the run time ``time.total_s`` in seconds, run name and id; see :func:`runs_table` (the runs are
+read by :func:`harness.tracking.runs.list_runs`: this module does no MLflow call).
 
 Paired comparison: ``python -m harness.compare RUN_A RUN_B [RUN_C ...]``.
 
 The first run is the baseline; every other run is compared with it on the same queries,
-metric by metric, using each run's ``per_query.csv`` artifact:
+metric by metric, using each run's ``per_query.csv`` artifact (read by
+:func:`harness.tracking.runs.load_run`):
 
 - ``diff``: mean over queries of ``other - baseline`` (> 0: the other run scores higher);
 - ``ci_low``/``ci_high``: percentile-bootstrap interval of ``diff`` at level ``1 - alpha``,
@@ -32,7 +34,6 @@ differ, or when a requested metric is missing. Example::
 from __future__ import annotations
 
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Mapping, Sequence
 
 import pandas as pd
@@ -72,30 +73,6 @@ class LoggedRun:
     @property
     def label(self) -> str:
         return f"{self.name} ({self.run_id[:8]})"
-
-
-def load_run(client, run_id: str, workdir: str | Path) -> LoggedRun:
-    """Fetch a run's tags and its ``per_query.csv`` artifact.
-
-    Raises:
-        CompareError: unknown run id, or the run has no ``per_query.csv`` artifact (e.g.
-            it FAILED before scoring), or the table has no ``query_id`` column.
-    """
-    try:
-        run = client.get_run(run_id)
-    except Exception as exc:  # mlflow raises MlflowException for unknown ids
-        raise CompareError(f"run {run_id!r} not found in the tracking store: {exc}") from exc
-    name = run.info.run_name or run_id
-    try:
-        local = client.download_artifacts(run_id, PER_QUERY_ARTIFACT, str(Path(workdir) / run_id))
-    except Exception as exc:
-        raise CompareError(
-            f"run {name} ({run_id}) has no {PER_QUERY_ARTIFACT} artifact (status {run.info.status}); only finished runs can be compared: {exc}"
-        ) from exc
-    table = pd.read_csv(local, dtype={"query_id": str}, keep_default_na=False, na_values=[""])
-    if "query_id" not in table.columns:
-        raise CompareError(f"run {name} ({run_id}): {PER_QUERY_ARTIFACT} has no query_id column")
-    return LoggedRun(run_id, name, run.data.tags.get("dataset_fingerprint"), table)
 
 
 def check_comparable(runs: Sequence[LoggedRun]) -> None:
@@ -235,30 +212,6 @@ TIME_METRIC = "time.total_s"
 LIST_FORMATS = ("markdown", "csv")
 
 
-def tag_filter(tags: Sequence[str]) -> str:
-    """MLflow filter clauses for ``KEY=VALUE`` strings, joined with ``and``.
-
-    ``["chunker=fixed", "mlflow.user=ana"]`` -> ``"tags.`chunker` = 'fixed' and tags.`mlflow.user` = 'ana'"``.
-
-    Raises:
-        ValueError: an item has no ``=`` or an empty key, a key holds a backtick, or a
-            value holds both quote characters (MLflow's filter grammar cannot express it).
-    """
-    clauses = []
-    for item in tags:
-        key, sep, value = item.partition("=")
-        key = key.strip()
-        if not sep or not key:
-            raise ValueError(f"--tag must look like KEY=VALUE (e.g. chunker=fixed), got {item!r}")
-        if "`" in key:
-            raise ValueError(f"--tag key must not contain a backtick, got {key!r}")
-        if "'" in value and '"' in value:
-            raise ValueError(f"--tag value cannot contain both ' and \", got {value!r}")
-        quote = '"' if "'" in value else "'"
-        clauses.append(f"tags.`{key}` = {quote}{value}{quote}")
-    return " and ".join(clauses)
-
-
 def _first(values: Mapping[str, str], keys: Sequence[str]):
     for key in keys:
         if key in values and values[key] not in ("", "None"):
@@ -277,94 +230,55 @@ def _number(text):
     return int(value) if value.is_integer() else value
 
 
-def search_all_runs(client, experiment_id: str, filter_string: str) -> list:
-    """Every active run of ``experiment_id`` matching ``filter_string``, following MLflow's pages.
-
-    Raises:
-        mlflow.exceptions.MlflowException: the filter string is not valid MLflow syntax.
-    """
-    from mlflow.entities import ViewType
-
-    runs, token = [], None
-    while True:
-        page = client.search_runs(
-            [experiment_id], filter_string=filter_string, run_view_type=ViewType.ACTIVE_ONLY, max_results=1000, page_token=token
-        )
-        runs.extend(page)
-        token = page.token
-        if not token:
-            return runs
-
-
-def list_runs(
-    client,
-    experiment: str,
+def runs_table(
+    runs: Sequence,
     k: int = 5,
-    filter_string: str | None = None,
-    tags: Sequence[str] = (),
     sort: str | None = None,
     ascending: bool = False,
     limit: int | None = None,
-    all_statuses: bool = False,
+    with_status: bool = False,
 ) -> pd.DataFrame:
-    """The runs of one experiment as a table, one row per evaluation run.
+    """Logged runs as a table, one row per run (the listing of ``harness compare``).
+
+    Args:
+        runs: the runs to show, each with ``run_id``, ``name``, ``status``,
+            ``start_time`` (Unix ms), ``params``, ``metrics`` (MLflow keys such as
+            ``recall_at_5``) and ``tags`` mappings, as
+            :class:`harness.tracking.runs.RunRecord` holds them (which runs to show is
+            the caller's choice: :func:`harness.tracking.runs.list_runs`).
+        k: rank cut-off of the metric columns, >= 1.
+        sort: column or metric to sort by (see below); default ``recall@k``.
+        ascending: sort ascending instead of descending.
+        limit: at most this many rows after sorting (>= 1), or None.
+        with_status: add a ``status`` column.
 
     Columns: ``chunker`` and ``retriever`` (the run's tags), ``size``, ``overlap``,
     ``unit`` (from the chunker params: the first of :data:`SIZE_PARAMS` /
     :data:`OVERLAP_PARAMS` a run has; sizes are in ``unit``), ``recall@k``,
     ``precision@k``, ``context_precision@k``, ``iou@k`` (the logged means, in [0, 1]),
     ``time_s`` (``time.total_s``: seconds from start to logged), ``run`` (run name),
-    ``run_id`` and, with ``all_statuses``, ``status``. A cell is empty (NaN/None) when the
+    ``run_id`` and, with ``with_status``, ``status``. A cell is empty (NaN/None) when the
     run did not log that value.
-
-    Runs listed: active (not deleted) runs matching ``filter_string`` (MLflow search
-    syntax, e.g. ``"tags.chunker = 'fixed' and params.chunker.chunk_size = '200'"``) and
-    every ``KEY=VALUE`` of ``tags``; only FINISHED ones unless ``all_statuses``. A sweep's
-    parent run (tag ``harness.sweep=parent``) and runs without ``recall@k`` (failed before
-    scoring) are left out unless ``all_statuses``.
 
     Order: by ``sort`` (a metric name as in ``recall@5`` or as logged, ``recall_at_5``,
     ``time.total_s``, or a column of this table), descending unless ``ascending``; runs
-    without a value come last; ties keep the newest run first. Default ``recall@k``.
-    Then at most ``limit`` rows.
+    without a value come last; ties keep the newest run first. Then at most ``limit`` rows.
 
     Raises:
-        CompareError: no experiment named ``experiment`` (the message lists those that
-            exist); ``sort`` names neither a column nor a metric any listed run logged.
-        ValueError: ``k`` < 1, ``limit`` < 1, a malformed ``tags`` item, or an invalid
-            ``filter_string`` (MLflow's message is kept).
+        CompareError: ``sort`` names neither a column nor a metric any run logged.
+        ValueError: ``k`` < 1 or ``limit`` < 1.
     """
-    from mlflow.exceptions import MlflowException
-
     from harness.evaluation.metrics import mlflow_key
-    from harness.tracking.tracker import SWEEP_TAG
 
     if isinstance(k, bool) or not isinstance(k, int) or k < 1:
         raise ValueError(f"k must be an integer >= 1, got {k!r}")
     if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 1):
         raise ValueError(f"limit must be an integer >= 1, got {limit!r}")
-    exp = client.get_experiment_by_name(experiment)
-    if exp is None:
-        names = sorted(e.name for e in client.search_experiments())
-        raise CompareError(f"no experiment named {experiment!r} in the tracking store; experiments there: {names}")
-    clauses = [c for c in (filter_string, tag_filter(tags)) if c and c.strip()]
-    if not all_statuses:
-        clauses.append("attributes.status = 'FINISHED'")
-    query = " and ".join(clauses)
-    try:
-        runs = search_all_runs(client, exp.experiment_id, query)
-    except MlflowException as exc:
-        if exc.error_code == "INVALID_PARAMETER_VALUE":  # bad filter syntax, unknown attribute
-            raise ValueError(f"invalid --filter {filter_string!r} (search string sent: {query!r}): {exc.message}") from exc
-        raise
-
+    all_statuses = with_status
     metric_keys = {f"{fam}@{k}": mlflow_key(f"{fam}@{k}") for fam in LIST_FAMILIES}
-    recall_key = metric_keys[f"recall@{k}"]
     rows, extra = [], []
     for run in runs:
-        m, p, t = run.data.metrics, run.data.params, run.data.tags
-        if not all_statuses and (t.get(SWEEP_TAG) == "parent" or recall_key not in m):
-            continue
+        m, p, t = run.metrics, run.params, run.tags
         row = {
             "chunker": t.get("chunker"),
             "size": _number(_first(p, SIZE_PARAMS)),
@@ -374,12 +288,12 @@ def list_runs(
         }
         row.update({name: m.get(key) for name, key in metric_keys.items()})
         row["time_s"] = m.get(TIME_METRIC)
-        row["run"] = run.info.run_name
-        row["run_id"] = run.info.run_id
+        row["run"] = run.name
+        row["run_id"] = run.run_id
         if all_statuses:
-            row["status"] = run.info.status
+            row["status"] = run.status
         rows.append(row)
-        extra.append({**m, "_start": run.info.start_time or 0})
+        extra.append({**m, "_start": run.start_time or 0})
     columns = ["chunker", "size", "overlap", "unit", "retriever", *metric_keys, "time_s", "run", "run_id"] + (["status"] if all_statuses else [])
     table = pd.DataFrame(rows, columns=columns)
     if table.empty:
@@ -414,7 +328,7 @@ def list_runs(
 
 
 def format_listing(table: pd.DataFrame, fmt: str = "markdown", digits: int = 4) -> str:
-    """Render :func:`list_runs`'s table: ``markdown`` (GitHub pipe table, metrics rounded to
+    """Render :func:`runs_table`'s table: ``markdown`` (GitHub pipe table, metrics rounded to
     ``digits`` decimals, time to 1 decimal, empty cells for missing values) or ``csv``
     (full precision, for spreadsheets and scripts).
 
@@ -436,16 +350,3 @@ def format_listing(table: pd.DataFrame, fmt: str = "markdown", digits: int = 4) 
     numeric = [c for c in shown.columns if "@" in c or c in ("size", "overlap", "time_s")]
     align = ["right" if c in numeric else "left" for c in shown.columns]
     return shown.to_markdown(index=False, colalign=align, disable_numparse=True)
-
-
-def default_experiment() -> str:
-    """The experiment ``python -m harness.run`` logs to with no overrides:
-    ``tracking.experiment`` of the project's composed config, else its ``dataset.name``."""
-    from hydra import compose, initialize_config_dir
-
-    from harness.experiment.build import PROJECT_ROOT, register_resolvers
-
-    register_resolvers()
-    with initialize_config_dir(config_dir=str(PROJECT_ROOT / "conf"), version_base="1.3"):
-        cfg = compose(config_name="config")
-    return str(cfg.tracking.experiment or cfg.dataset.name)

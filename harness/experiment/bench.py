@@ -95,9 +95,10 @@ def cache_overrides(cfg, folder: Path) -> list[str]:
 
 
 def _run_metrics(uri: str, run_id: str) -> dict[str, float]:
-    import mlflow
+    """The ``time.<phase>_s`` metrics of a run as ``{phase: seconds}``."""
+    from harness.tracking.runs import get_run
 
-    metrics = mlflow.MlflowClient(uri).get_run(run_id).data.metrics
+    metrics = get_run(uri, run_id).metrics
     return {k[len("time.") : -2]: v for k, v in metrics.items() if k.startswith("time.") and k.endswith("_s")}
 
 
@@ -107,30 +108,28 @@ def _run_by_name(uri: str, experiment: str, run_name: str) -> str:
     Raises:
         RuntimeError: no such run (the subprocess did not log one).
     """
-    import mlflow
+    from harness.tracking.runs import find_run_by_name
 
-    client = mlflow.MlflowClient(uri)
-    exp = client.get_experiment_by_name(experiment)
-    runs = [] if exp is None else client.search_runs([exp.experiment_id], f"tags.`mlflow.runName` = '{run_name}'", order_by=["attributes.start_time DESC"], max_results=1)
-    if not runs:
+    run = find_run_by_name(uri, experiment, run_name)
+    if run is None:
         raise RuntimeError(f"no run named {run_name!r} in experiment {experiment!r} of {uri}")
-    return runs[0].info.run_id
+    return run.run_id
 
 
 def _non_embedding_share(uri: str, experiment: str) -> float | None:
     """``sum(total - index - search) / sum(total)`` over the FINISHED runs of ``experiment``
     (their logged ``time.*_s`` metrics), or None when it has none."""
-    import mlflow
+    from harness.tracking.runs import UnknownExperiment, search_runs
 
-    client = mlflow.MlflowClient(uri)
-    exp = client.get_experiment_by_name(experiment)
-    if exp is None:
+    try:
+        found = search_runs(uri, experiment, "attributes.status = 'FINISHED'")
+    except UnknownExperiment:
         return None
-    runs = [r for r in client.search_runs([exp.experiment_id], "attributes.status = 'FINISHED'", max_results=1000) if "time.total_s" in r.data.metrics]
-    total = sum(r.data.metrics["time.total_s"] for r in runs)
+    runs = [r for r in found if "time.total_s" in r.metrics]
+    total = sum(r.metrics["time.total_s"] for r in runs)
     if not runs or total <= 0:
         return None
-    embed = sum(r.data.metrics.get("time.index_s", 0.0) + r.data.metrics.get("time.search_s", 0.0) for r in runs)
+    embed = sum(r.metrics.get("time.index_s", 0.0) + r.metrics.get("time.search_s", 0.0) for r in runs)
     return (total - embed) / total
 
 
@@ -439,3 +438,67 @@ def tables(result: dict) -> str:
 
 def _log(msg: str) -> None:
     print(f"[bench {time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
+
+
+#: Parts of the benchmark, in the order :func:`run_benchmarks` runs them.
+PARTS = ("phases", "chunkers", "sweep", "semantic")
+
+
+def run_benchmarks(dataset: str = "chroma_general", quick: bool = False, tiny: bool = False, parts: Sequence[str] = PARTS) -> dict:
+    """Every benchmark of ``parts`` on ``dataset`` in a temporary folder and MLflow store
+    (deleted afterwards); returns the result (JSON-ready, see the module docstring).
+
+    Args:
+        dataset: ``chroma_general``, ``kestrel_kb`` or a dataset folder (:func:`dataset_overrides`).
+        quick: sweep BM25 over character chunks instead of FAISS over token chunks; one timing round.
+        tiny: smoke-test sizes (a 2-configuration sweep, 2 thresholds); implies one timing round.
+        parts: a subset of :data:`PARTS`.
+
+    Raises:
+        ValueError: an unknown dataset or part.
+    """
+    import platform
+    import tempfile
+
+    from harness.experiment import build
+    from harness.experiment.config import compose
+    from harness.tracking.runs import prepare_store
+
+    unknown = sorted(set(parts) - set(PARTS))
+    if unknown:
+        raise ValueError(f"--parts: unknown part(s) {unknown}; expected a comma-separated subset of {list(PARTS)}")
+    dsel = dataset_overrides(dataset)
+    with tempfile.TemporaryDirectory(prefix="harness-bench-") as tmp:
+        work = Path(tmp)
+        uri = f"sqlite:///{work / 'mlflow.db'}"
+        prepare_store(uri)  # create/migrate the store before timing anything
+        base = [*dsel, f"tracking.uri={uri}", "embedding.show_progress=false"]
+        if "resume" in compose([]):  # a rerun of a finished configuration must run, not be skipped
+            base.append("resume=false")
+        data = build.build_dataset(compose(base))
+        result: dict = {
+            "dataset": data.name,
+            "source": data.source,
+            "mb": sum(len(d.text.encode("utf-8")) for d in data.documents) / 1e6,
+            "n_documents": len(data.documents),
+            "n_queries": len(data.queries),
+            "mode": "tiny" if tiny else ("quick" if quick else "full"),
+            "machine": {"python": platform.python_version(), "cpus": os.cpu_count(), "platform": platform.platform()},
+        }
+        if "phases" in parts:
+            result["phases"] = phases(base, uri, work)
+        if "chunkers" in parts:
+            result["chunkers"] = chunkers(base, repeats=1 if (quick or tiny) else 5, min_total=1.0 if (quick or tiny) else 30.0)
+        if "sweep" in parts:
+            if tiny:
+                grid = {"retriever": ["bm25"], "chunker": ["fixed"], "chunker.unit": ["chars"], "chunker.chunk_size": [400, 800]}
+            elif quick:
+                grid = {"retriever": ["bm25"], "chunker": ["fixed", "recursive"], "chunker.unit": ["chars"], "chunker.chunk_size": [400, 800, 1200], "chunker.chunk_overlap": [0, 100]}
+            else:
+                grid = {"retriever": ["faiss"], "chunker": ["fixed", "recursive"], "chunker.chunk_size": [128, 192, 254], "chunker.chunk_overlap": [0, 32]}
+            result["sweep"] = sweep_vs_cold(base, grid, work, "bench-sweep")
+        if "semantic" in parts:
+            result["semantic_sweep"] = semantic_sweep(base, [0.5, 0.7] if tiny else [0.3, 0.4, 0.5, 0.6, 0.7], work)
+        result["targets"] = targets(result)
+    return result
+

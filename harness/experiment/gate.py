@@ -437,30 +437,18 @@ def validate_candidate(cfg, gate: Gate):
             metric's k is not in ``metrics.ks`` or its budget not in ``metrics.budgets`` or
             it needs ``metrics.level=document``; the dataset fails to load or verify.
     """
-    from harness.experiment import build
     from harness.evaluation.metrics import parse_name
-    from harness.experiment.run import check_metrics_config
+    from harness.experiment import build
+    from harness.experiment.settings import MetricSettings
 
-    m = cfg.metrics
-    ks = list(m.ks)
-    budgets = [int(b) for b in m.get("budgets", [])]
-    level = str(m.get("level", "chunk"))
     try:
-        check_metrics_config(
-            ks,
-            float(m.relevance_fraction),
-            str(m.objective),
-            str(m.context_tokenizer),
-            relevance=str(m.get("relevance", "overlap_fraction")),
-            budgets=budgets,
-            level=level,
-            budget_depth=m.get("budget_depth"),
-        )
+        metrics = MetricSettings.from_config(cfg)
         encoder = build.build_encoder(cfg)
         build.build_chunker(cfg, encoder)
         build.build_retriever(cfg, encoder)
     except (ValueError, TypeError) as exc:
         raise GateError(f"candidate config: {exc}") from exc
+    ks, budgets, level = list(metrics.ks), list(metrics.budgets), metrics.level
     for name in gate.margins:
         parsed = parse_name(name)
         field = f"{gate.path}: field 'metrics.{name}'"
@@ -520,6 +508,7 @@ def run_candidate(cfg) -> tuple[str, pd.DataFrame, str, str]:
     """
     from harness.experiment import build
     from harness.experiment.run import execute
+    from harness.tracking.runs import experiment_name
     from harness.tracking.tracker import resolve_tracking_uri
 
     try:
@@ -527,18 +516,17 @@ def run_candidate(cfg) -> tuple[str, pd.DataFrame, str, str]:
     except Exception as exc:
         raise GateError(f"the candidate run failed: {type(exc).__name__}: {exc}") from exc
     uri = resolve_tracking_uri(cfg.tracking.uri, build.PROJECT_ROOT)
-    experiment = cfg.tracking.experiment or cfg.dataset.name
+    experiment = experiment_name(cfg)
     evaluation = result.get("evaluation")
     if evaluation is not None:
         per_query = evaluation.per_query.copy()
     else:
-        import mlflow
-
-        from harness.evaluation.compare import CompareError, load_run
+        from harness.evaluation.compare import CompareError
+        from harness.tracking.runs import load_run
 
         with tempfile.TemporaryDirectory() as tmp:
             try:
-                per_query = load_run(mlflow.MlflowClient(uri), result["run_id"], tmp).per_query
+                per_query = load_run(uri, result["run_id"], tmp).per_query
             except CompareError as exc:
                 raise GateError(str(exc)) from exc
     per_query["query_id"] = per_query["query_id"].astype(str)
@@ -643,23 +631,126 @@ def format_report(gate: Gate, baseline: Baseline, results: pd.DataFrame, flips: 
 
 
 def record_in_mlflow(uri: str, run_id: str, tags: dict[str, str], metrics: dict[str, float] | None = None, report: str | None = None) -> None:
-    """Add the gate's tags, metrics and report (``gate_report.md``) to the finished run ``run_id``."""
-    import time
+    """Add the gate's tags, metrics and report (``gate_report.md``) to the finished run ``run_id``.
 
-    import mlflow
-    from mlflow.entities import Metric, RunTag
+    Written through :func:`harness.tracking.runs.annotate_run` (the signal-safe client of
+    the runs: a Ctrl-C here cannot leave the SQLite store locked).
+    """
+    from harness.tracking.runs import annotate_run
 
+    annotate_run(uri, run_id, tags=tags, metrics=metrics, texts=None if report is None else {"gate_report.md": report})
+
+
+# ---------------------------------------------------------------------- the two verbs
+
+
+@dataclass(frozen=True)
+class GateOutcome:
+    """What :func:`check` found.
+
+    Attributes:
+        passed: every guarded metric passed.
+        report: the markdown report (:func:`format_report`).
+        run_id: the candidate's MLflow run.
+        tracking_uri: the store it is in.
+        tags: the tags set on the run (``gate=pass|fail`` and the rest, see the module docstring).
+    """
+
+    passed: bool
+    report: str
+    run_id: str
+    tracking_uri: str
+    tags: dict
+
+    @property
+    def exit_code(self) -> int:
+        """:data:`EXIT_PASS` or :data:`EXIT_FAIL`."""
+        return EXIT_PASS if self.passed else EXIT_FAIL
+
+
+@dataclass(frozen=True)
+class BaselineUpdate:
+    """What :func:`update_baseline` wrote.
+
+    Attributes:
+        path: the baseline file written.
+        summary: old vs new means and the provenance that changed (:func:`describe_changes`).
+        run_id: the MLflow run the values come from.
+        tracking_uri: the store it is in.
+        n_queries: queries in the new baseline.
+    """
+
+    path: Path
+    summary: str
+    run_id: str
+    tracking_uri: str
+    n_queries: int
+
+
+def check(gate: Gate, cli_overrides: Sequence[str] = ()) -> GateOutcome:
+    """Run the gate's candidate settings (plus ``cli_overrides``) and test them against the
+    baseline; tag the run, log the numbers and the report on it (module docstring).
+
+    Raises:
+        GateError: the gate could not be evaluated (bad baseline, config, data or a failed run).
+    """
     from harness.evaluation.metrics import mlflow_key
 
-    client = mlflow.MlflowClient(uri)
-    now = int(time.time() * 1000)
-    client.log_batch(
-        run_id,
-        metrics=[Metric(mlflow_key(k), float(v), now, 0) for k, v in (metrics or {}).items()],
-        tags=[RunTag(k, str(v)[:8000]) for k, v in tags.items()],
-    )
-    if report is not None:
-        client.log_text(run_id, report, "gate_report.md")
+    baseline = load_baseline(gate.baseline, list(gate.margins))
+    cfg = compose_candidate(gate, cli_overrides, "gate")
+    dataset = validate_candidate(cfg, gate)
+    check_same_data(baseline, dataset, cfg)
+    run_id, per_query, uri, _ = run_candidate(cfg)
+    results, flips = evaluate_gate(gate, baseline, per_query)
+    report = format_report(gate, baseline, results, flips, run_id)
+    passed = bool((results["verdict"] == "pass").all())
+    failed = results.loc[results["verdict"] == "fail", "metric"].tolist()
+    tags = {
+        "gate": "pass" if passed else "fail",
+        "gate.role": "candidate",
+        "gate.file": _display_path(gate.path),
+        "gate.baseline": _display_path(gate.baseline),
+        "gate.baseline_run_id": str(baseline.data.get("source_run_id")),
+        "gate.failed": ",".join(failed),
+        "gate.flipped_queries": str(len(flips)),
+        **{f"gate.{mlflow_key(r['metric'])}": r["verdict"] for r in results.to_dict(orient="records")},
+    }
+    numbers = {}
+    for r in results.to_dict(orient="records"):
+        for name in ("diff", "ci_low", "ci_high", "p"):
+            numbers[f"gate.{r['metric']}.{name}"] = r[name]
+    record_in_mlflow(uri, run_id, tags, numbers, report)
+    return GateOutcome(passed, report, run_id, uri, tags)
 
 
-# ---------------------------------------------------------------------- CLI
+def update_baseline(gate: Gate, cli_overrides: Sequence[str] = (), warn=None) -> BaselineUpdate:
+    """Run the gate's settings (plus ``cli_overrides``) and (re)write its baseline file; tag
+    the run ``gate.role=baseline``.
+
+    Args:
+        gate: the gate whose ``baseline`` file is written.
+        cli_overrides: Hydra overrides after the gate file's.
+        warn: called with a one-line message when the existing baseline cannot be read (it
+            is replaced); None: ignore.
+
+    Raises:
+        GateError: bad config or data, a failed run, or a guarded metric the run lacks.
+    """
+    old = None
+    if gate.baseline.is_file():
+        try:
+            old = load_baseline(gate.baseline)
+        except GateError as exc:
+            if warn is not None:
+                warn(f"the existing baseline cannot be read and will be replaced: {exc}")
+    cfg = compose_candidate(gate, cli_overrides, "baseline")
+    dataset = validate_candidate(cfg, gate)
+    run_id, per_query, uri, experiment = run_candidate(cfg)
+    missing = [m for m in gate.margins if m not in per_query.columns]
+    if missing:
+        raise GateError(f"the run has no per-query column(s) {missing}")
+    payload = baseline_payload(gate, cli_overrides, cfg, dataset, run_id, experiment, per_query)
+    summary = describe_changes(old, payload)
+    write_baseline(gate.baseline, payload)
+    record_in_mlflow(uri, run_id, {"gate.role": "baseline", "gate.file": _display_path(gate.path), "gate.baseline": _display_path(gate.baseline)})
+    return BaselineUpdate(gate.baseline, summary, run_id, uri, len(per_query))

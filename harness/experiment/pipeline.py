@@ -1,7 +1,10 @@
 """One chunking experiment: chunk -> index -> retrieve -> score, with phase timings.
 
-This module has no Hydra and no MLflow: it takes built components and plain values, so it
-can be called from notebooks and tests directly.
+This module has no Hydra and no MLflow: it takes built components, a
+:class:`~harness.experiment.settings.MetricSettings` and an :class:`EvaluationTools`, so it
+can be called from notebooks and tests directly::
+
+    evaluate(dataset, chunker, retriever, MetricSettings.defaults(ks=[1, 5]), progress=False)
 """
 
 from __future__ import annotations
@@ -15,13 +18,14 @@ from typing import Any, Callable, Mapping, Sequence
 
 import pandas as pd
 
-from harness.evaluation import diagnostics as dg
 from harness.chunkers.base import Chunker
+from harness.evaluation import diagnostics as dg
 from harness.evaluation.metrics import is_metric_name, parse_name
 from harness.evaluation.metrics import span as sp
 from harness.evaluation.metrics.budget import budget_recall
 from harness.evaluation.metrics.ir import ChunkIndex, chunk_ir_metrics, chunk_qrels, document_metrics, item_recall, precision_omega, returnable_units
-from harness.evaluation.metrics.ranking import check_relevance, query_metrics
+from harness.evaluation.metrics.ranking import query_metrics
+from harness.experiment.settings import MetricSettings
 from harness.retrievers.base import Retriever, ranked
 from harness.types import Chunk, Dataset, Run
 
@@ -105,71 +109,65 @@ def _parse_or_none(name: str):
         return None
 
 
-def chunk_statistics(dataset: Dataset, chunks: Sequence[Chunk], count_tokens: Callable[[Sequence[str]], list[int]] | None = None, max_seq_length: int | None = None) -> dict[str, float]:
-    """Size and coverage statistics of a chunk set.
+@dataclass(frozen=True)
+class EvaluationTools:
+    """The counters, caches and compressor an evaluation uses; each None skips what needs it.
 
-    Returns keys: ``n_chunks``; ``chars_mean``/``chars_median``/``chars_min``/``chars_max``
-    (source characters per chunk); ``tokens_mean``/``tokens_max`` and ``n_truncated``
-    (chunks whose embedded text exceeds the model's ``max_seq_length`` word pieces and is
-    silently truncated when embedded) when a token counter is given; ``coverage`` (share
-    of corpus characters inside at least one chunk, in [0, 1]); ``redundancy`` (chunk
-    characters / covered characters, >= 1 with overlap).
+    None of them changes which chunks are retrieved; they add metrics, diagnostics or speed.
+
+    Attributes:
+        context_tokenizer: a :class:`harness.text.units.SizeCounter` (``atoms(text)`` with
+            offsets) of the context tokenizer (``metrics.context_tokenizer``); needed by the
+            budget metrics ``recall@Btok`` / ``budget_filled@Btok`` (None skips them).
+        context_token_counter: tokens of one text, for ``context_tokens@k`` (None skips it).
+        chunk_token_counter: embedding-model tokens of many texts, special tokens included
+            (``Encoder.count_tokens``), for the chunk statistics; the same tokenizer as
+            ``token_spans``, whose work it saves for chunks that fit ``max_seq_length``.
+        max_seq_length: the embedding model's input limit in word pieces, to report
+            truncated chunks (None: not reported).
+        token_spans: word-piece offsets of a text under the embedding model's tokenizer,
+            for the ``truncated`` miss reason (None: the packaged MiniLM tokenizer).
+        chunk_cache: a :class:`harness.cache.ChunkCache`; with ``chunker_config`` the chunk
+            set is read from it when present and stored after chunking otherwise (key:
+            :func:`harness.cache.chunk_set_key`; strategies that embed add their encoder's
+            ``embedding_key``). ``Evaluation.cache["chunks_cached"]`` is 1.0 on a hit.
+        chunker_config: the resolved ``chunker`` config with ``_target_`` (plain dict).
+        compressor: an enabled :class:`harness.evaluation.compression.Compressor` adds the
+            ``compressed.*@k`` and ``compression.*@k`` metrics (see
+            :mod:`harness.evaluation.compression`); None skips them.
     """
-    if not chunks:
-        return {"n_chunks": 0}
-    chars = [c.n_chars for c in chunks]
-    covered = sp.size(sp.span_set((c.doc_id, s) for c in chunks for s in c.spans))
-    stats: dict[str, float] = {
-        "n_chunks": len(chunks),
-        "chars_mean": statistics.fmean(chars),
-        "chars_median": statistics.median(chars),
-        "chars_min": min(chars),
-        "chars_max": max(chars),
-        "coverage": covered / dataset.n_chars if dataset.n_chars else 0.0,
-        "redundancy": sum(chars) / covered if covered else 0.0,
-    }
-    if count_tokens is not None:
-        toks = count_tokens([c.text for c in chunks])
-        stats["tokens_mean"] = statistics.fmean(toks)
-        stats["tokens_max"] = max(toks)
-        if max_seq_length is not None:
-            stats["n_truncated"] = sum(1 for t in toks if t > max_seq_length)
-            stats["max_seq_length"] = max_seq_length
-    return stats
+
+    context_tokenizer: Any = None
+    context_token_counter: Callable[[str], int] | None = None
+    chunk_token_counter: Callable[[Sequence[str]], list[int]] | None = None
+    max_seq_length: int | None = None
+    token_spans: Callable[[str], Sequence[tuple[int, int]]] | None = None
+    chunk_cache: Any = None
+    chunker_config: Mapping[str, Any] | None = None
+    compressor: Any = None
 
 
 def evaluate(
     dataset: Dataset,
     chunker: Chunker,
     retriever: Retriever,
-    ks: Sequence[int] = (1, 3, 5, 10),
-    relevance_fraction: float = 0.5,
-    context_token_counter: Callable[[str], int] | None = None,
-    chunk_token_counter: Callable[[Sequence[str]], list[int]] | None = None,
-    max_seq_length: int | None = None,
-    progress: bool = True,
+    settings: MetricSettings | None = None,
+    tools: EvaluationTools | None = None,
     *,
-    relevance: str = "overlap_fraction",
-    budgets: Sequence[int] = (256, 512, 1024, 2048),
-    context_tokenizer=None,
-    budget_depth: int | None = None,
-    level: str = "chunk",
-    token_spans: Callable[[str], Sequence[tuple[int, int]]] | None = None,
-    chunk_cache=None,
-    chunker_config: Mapping[str, Any] | None = None,
-    compressor=None,
+    progress: bool = True,
 ) -> Evaluation:
     """Run one experiment end to end on an already-loaded dataset.
+
+    Stages, each a function of this module: :func:`chunk_corpus` (or read the chunk set
+    from the cache), ``retriever.index``, :func:`search_depth` and :func:`retrieve`,
+    :func:`score_queries` and :func:`add_unit_metrics`, contextual compression,
+    :func:`per_query_table`, :func:`diagnose`.
 
     The retriever fetches ``depth * chunker.fetch_multiplier`` indexed chunks per query
     (multiplier 1 unless the strategy sets one; never more than there are chunks);
     ``chunker.expand`` maps them to what the generator receives (parents for small-to-big
     strategies). The first ``max(ks)`` of those are scored by the rank metrics; budget
-    metrics read as far as they need. ``depth = max(ks)`` without budgets, else
-    ``max(max(ks), budget_depth)`` where ``budget_depth`` defaults to
-    ``min(1000, 2 * ceil(max(budgets) / median context tokens per chunk))``: enough chunks
-    to fill the largest budget twice over for a typical chunk (``budget_filled@Btok``
-    reports when it was not).
+    metrics read as far as they need (see :func:`search_depth`).
 
     Metrics per query (all in [0, 1] except ``context_tokens``; see
     :mod:`harness.evaluation.metrics` for the registry): span ``recall/precision/iou@k``,
@@ -179,106 +177,136 @@ def evaluate(
     image of ``chunker.expand`` over the indexed chunks, so small-to-big strategies are
     judged on parents or windows, never on children they cannot return);
     ``precision_omega`` (over the same units); ``recall@Btok`` and
-    ``budget_filled@Btok`` (with ``context_tokenizer``); ``doc_recall@k``, ``doc_ndcg@k``
-    (``level="document"``). Means are over every labelled query.
+    ``budget_filled@Btok`` (with ``tools.context_tokenizer``); ``doc_recall@k``,
+    ``doc_ndcg@k`` (``level="document"``). Means are over every labelled query.
 
     Args:
         dataset: corpus + labelled queries (spans already verified by the loader).
         chunker: built chunker.
         retriever: built retriever (empty).
-        ks: cut-offs for every metric, each >= 1; retrieval fetches ``max(ks)``.
-        relevance_fraction: ``f`` of the chunk relevance rule, in [0, 1].
-        context_token_counter: counts tokens of one text for ``context_tokens@k``.
-        chunk_token_counter: counts embedding-model tokens of many texts, special tokens
-            included (``Encoder.count_tokens``), for chunk stats; the same tokenizer as
-            ``token_spans``, whose work it saves for chunks that fit ``max_seq_length``.
-        max_seq_length: the embedding model's input limit, to report truncated chunks.
+        settings: what is scored (``ks``, relevance rule, budgets, level); None:
+            :meth:`MetricSettings.defaults`. Its ``objective`` is not used here.
+        tools: counters, caches and compressor (see :class:`EvaluationTools`); None: none.
         progress: show progress bars.
-        relevance: chunk relevance rule, one of
-            :data:`harness.evaluation.metrics.ranking.RELEVANCE_RULES` (``metrics.relevance``).
-        budgets: token budgets ``B`` for ``recall@Btok`` (``metrics.budgets``); empty or
-            ``context_tokenizer=None`` skips them.
-        context_tokenizer: a :class:`harness.text.units.SizeCounter` (``atoms(text)``
-            with offsets) of the context tokenizer, for budget metrics.
-        budget_depth: ranked chunks fetched for budget metrics (None: automatic, above).
-        level: ``"chunk"`` or ``"document"`` (adds ``doc_recall@k``/``doc_ndcg@k``).
-        token_spans: word-piece offsets of a text under the embedding model's tokenizer,
-            for the ``truncated`` miss reason (default: the packaged MiniLM tokenizer).
-        chunk_cache: a :class:`harness.cache.ChunkCache`; with ``chunker_config`` the chunk
-            set is read from it when present and stored after chunking otherwise (key:
-            :func:`harness.cache.chunk_set_key`; strategies that embed add their encoder's
-            ``embedding_key``). ``Evaluation.cache["chunks_cached"]`` is 1.0 on a hit.
-        chunker_config: the resolved ``chunker`` config with ``_target_`` (plain dict).
-        compressor: an enabled :class:`harness.evaluation.compression.Compressor` adds the
-            ``compressed.*@k`` and ``compression.*@k`` metrics (contextual compression of
-            the scored chunks; see :mod:`harness.evaluation.compression`); None skips them.
 
     Returns:
         An :class:`Evaluation`.
 
     Raises:
-        ValueError: ``ks`` empty or holding a value < 1, ``relevance_fraction`` outside
-            [0, 1], unknown ``relevance`` or ``level``, a budget or ``budget_depth`` < 1,
-            or the chunker produced no chunks.
+        ValueError: the chunker produced no chunks (settings are validated when built).
     """
-    if not ks or any(isinstance(k, bool) or not isinstance(k, int) or k < 1 for k in ks):
-        raise ValueError(f"metrics.ks must be a non-empty list of integers >= 1, got {list(ks)!r}")
-    if not 0.0 <= relevance_fraction <= 1.0:
-        raise ValueError(f"metrics.relevance_fraction must be in [0, 1], got {relevance_fraction!r}")
-    check_relevance(relevance, relevance_fraction)
-    if level not in ("chunk", "document"):
-        raise ValueError(f"metrics.level must be 'chunk' or 'document', got {level!r}")
-    if any(isinstance(b, bool) or not isinstance(b, int) or b < 1 for b in budgets):
-        raise ValueError(f"metrics.budgets must be a list of integers >= 1, got {list(budgets)!r}")
-    if budget_depth is not None and (isinstance(budget_depth, bool) or not isinstance(budget_depth, int) or budget_depth < 1):
-        raise ValueError(f"metrics.budget_depth must be an integer >= 1 or null, got {budget_depth!r}")
-    ks = sorted(set(ks))
-    budgets = sorted(set(budgets)) if context_tokenizer is not None else []
+    settings = MetricSettings.defaults() if settings is None else settings
+    tools = EvaluationTools() if tools is None else tools
+    ks = sorted(set(settings.ks))
+    budgets = sorted(set(settings.budgets)) if tools.context_tokenizer is not None else []
     timings: dict[str, float] = {}
 
     t0 = time.perf_counter()
-    chunks, cache_stats = _chunk_with_cache(dataset, chunker, progress, chunk_cache, chunker_config)
+    chunks, cache_stats = chunk_corpus(dataset, chunker, progress, tools.chunk_cache, tools.chunker_config)
     timings["chunk"] = time.perf_counter() - t0
-    if not chunks:
-        raise ValueError(f"chunker {chunker.name!r} produced no chunks for dataset {dataset.name!r}")
-    size_limit = chunker.size_limit()
-    degenerate = dg.is_degenerate(dataset.documents, size_limit, chunks)
-    if degenerate:
-        warnings.warn(dg.degenerate_warning(dataset.documents, size_limit), stacklevel=2)
+    degenerate = _check_chunks(dataset, chunker, chunks)
 
     t0 = time.perf_counter()
     retriever.index(chunks)
     timings["index"] = time.perf_counter() - t0
 
-    if context_token_counter is not None:  # the same chunks come back for many queries: count each text once
-        counts: dict[str, int] = {}
-        raw_counter = context_token_counter
+    count_context = _counted_once(tools.context_token_counter)  # the same chunks come back for many queries
+    token_ends = _token_ends(tools.context_tokenizer)
+    depth = search_depth(ks, budgets, settings.budget_depth, chunks, token_ends)
+    t0 = time.perf_counter()
+    run = retrieve(dataset, chunker, retriever, len(chunks), depth)
+    timings["search"] = time.perf_counter() - t0
 
-        def context_token_counter(text: str) -> int:
-            if text not in counts:
-                counts[text] = raw_counter(text)
-            return counts[text]
+    t0 = time.perf_counter()
+    rows, scored = score_queries(dataset, chunker, run, chunks, settings, ks, budgets, depth, count_context, token_ends, progress)
+    add_unit_metrics(rows, dataset, chunker, chunks, run, scored, settings, ks)
+    _add_compression(rows, tools.compressor, dataset, scored, ks, dataset.by_id, count_context)
+    per_query, means = per_query_table(rows)
+    timings["score"] = time.perf_counter() - t0
 
-    token_ends_cache: dict[str, list[int]] = {}
+    t0 = time.perf_counter()
+    reasons, stats, chunk_tokens = diagnose(dataset, chunks, scored, ks, per_query, means, tools, retriever.needs_encoder)
+    stats["degenerate_chunking"] = float(degenerate)
+    timings["diagnostics"] = time.perf_counter() - t0
+    return Evaluation(
+        metrics=means, per_query=per_query, chunks=chunks, run=run, timings=timings, chunk_stats=stats,
+        miss_reasons=reasons, degenerate=degenerate, cache=cache_stats, chunk_tokens=chunk_tokens,
+    )
+
+
+def _check_chunks(dataset: Dataset, chunker: Chunker, chunks: Sequence[Chunk]) -> bool:
+    """Whether the chunking is degenerate (every document in one chunk; warns when it is).
+
+    Raises:
+        ValueError: no chunks at all.
+    """
+    if not chunks:
+        raise ValueError(f"chunker {chunker.name!r} produced no chunks for dataset {dataset.name!r}")
+    size_limit = chunker.size_limit()
+    degenerate = dg.is_degenerate(dataset.documents, size_limit, chunks)
+    if degenerate:
+        warnings.warn(dg.degenerate_warning(dataset.documents, size_limit), stacklevel=3)  # the caller of evaluate
+    return degenerate
+
+
+def _counted_once(counter: Callable[[str], int] | None) -> Callable[[str], int] | None:
+    """``counter`` memoised per text (None stays None)."""
+    if counter is None:
+        return None
+    counts: dict[str, int] = {}
+
+    def count(text: str) -> int:
+        if text not in counts:
+            counts[text] = counter(text)
+        return counts[text]
+
+    return count
+
+
+def _token_ends(context_tokenizer) -> Callable[[Chunk], list[int]]:
+    """``token_ends(chunk)``: end offset (code points) of every context token of the chunk's
+    text, memoised by chunk id; only called when there are budgets (so a tokenizer)."""
+    cache: dict[str, list[int]] = {}
 
     def token_ends(c: Chunk) -> list[int]:
-        if c.chunk_id not in token_ends_cache:
-            token_ends_cache[c.chunk_id] = [e for _, e in context_tokenizer.atoms(c.text).spans]
-        return token_ends_cache[c.chunk_id]
+        if c.chunk_id not in cache:
+            cache[c.chunk_id] = [e for _, e in context_tokenizer.atoms(c.text).spans]
+        return cache[c.chunk_id]
 
+    return token_ends
+
+
+def search_depth(ks: Sequence[int], budgets: Sequence[int], budget_depth: int | None, chunks: Sequence[Chunk], token_ends) -> int:
+    """Ranked units to read per query: ``max(ks)`` without budgets, else
+    ``max(max(ks), budget_depth)`` where ``budget_depth`` None means
+    ``min(1000, 2 * ceil(max(budgets) / median context tokens per chunk))``: enough chunks
+    to fill the largest budget twice over for a typical chunk (``budget_filled@Btok``
+    reports when it was not)."""
     depth = max(ks)
     if budgets:
         if budget_depth is None:
             typical = statistics.median(len(token_ends(c)) for c in chunks) or 1
             budget_depth = min(1000, 2 * math.ceil(max(budgets) / typical))
         depth = max(depth, budget_depth)
+    return depth
 
-    t0 = time.perf_counter()
-    fetch_k = min(len(chunks), depth * int(getattr(chunker, "fetch_multiplier", 1)))
-    run = retriever.search(dataset.queries, fetch_k)
-    timings["search"] = time.perf_counter() - t0
 
-    t0 = time.perf_counter()
+def retrieve(dataset: Dataset, chunker: Chunker, retriever: Retriever, n_chunks: int, depth: int) -> Run:
+    """Search every query for ``depth * chunker.fetch_multiplier`` indexed chunks (at most ``n_chunks``)."""
+    fetch_k = min(n_chunks, depth * int(getattr(chunker, "fetch_multiplier", 1)))
+    return retriever.search(dataset.queries, fetch_k)
+
+
+def score_queries(
+    dataset: Dataset, chunker: Chunker, run: Run, chunks: Sequence[Chunk], settings: MetricSettings,
+    ks: Sequence[int], budgets: Sequence[int], depth: int, count_context, token_ends, progress: bool,
+) -> tuple[list[dict[str, Any]], dict[str, list[Chunk]]]:
+    """Span, rank and budget metrics of every query over what the generator receives.
+
+    Returns:
+        ``(rows, scored)``: one row per query (ids, text, evidence size, metrics,
+        ``retrieved``) in query order, and ``{query_id: the first max(ks) expanded units}``.
+    """
     by_id = {c.chunk_id: c for c in chunks}
     documents = dataset.by_id
     rows = []
@@ -288,14 +316,14 @@ def evaluate(
         from tqdm.auto import tqdm
 
         queries = tqdm(queries, desc="score queries", unit="query")
+    fraction, rule = settings.relevance_fraction, settings.relevance
     for q in queries:
         hits = [by_id[cid] for cid in ranked(run, q.query_id)]
         expanded = chunker.expand(hits, documents)  # what the generator receives
         ranked_chunks = expanded[: max(ks)]
         scored[q.query_id] = ranked_chunks
-        order = [c.chunk_id for c in ranked_chunks]
-        m = query_metrics(q, ranked_chunks, ks, relevance_fraction, context_token_counter, relevance=relevance)
-        m.update(item_recall(q, ranked_chunks, ks, relevance_fraction, relevance))
+        m = query_metrics(q, ranked_chunks, ks, fraction, count_context, relevance=rule)
+        m.update(item_recall(q, ranked_chunks, ks, fraction, rule))
         if budgets:
             m.update(budget_recall(q, expanded[:depth], budgets, token_ends, documents))
         rows.append(
@@ -305,14 +333,27 @@ def evaluate(
                 "n_evidence": len(q.evidence),
                 "evidence_chars": sp.size(sp.span_set((e.doc_id, e.span) for e in q.evidence)),
                 **m,
-                "retrieved": ";".join(order),
+                "retrieved": ";".join(c.chunk_id for c in ranked_chunks),
             }
         )
-    # Qrels-based metrics judge the units the strategy can hand back (the image of expand over
-    # the indexed chunks, see harness.evaluation.metrics.ir): never indexed children that cannot be
-    # returned, never units returned for other queries. A unit outside that image (an expand
-    # that merges hits) joins only the pool of the query it was returned for, with a warning.
-    # One trec_eval call for all queries.
+    return rows, scored
+
+
+def add_unit_metrics(
+    rows: list[dict[str, Any]], dataset: Dataset, chunker: Chunker, chunks: Sequence[Chunk], run: Run,
+    scored: Mapping[str, list[Chunk]], settings: MetricSettings, ks: Sequence[int],
+) -> None:
+    """Add the qrels metrics (``chunk_precision``, ``hit_rate``, ``ndcg``, ``map``@k),
+    ``precision_omega``, ``n_relevant_chunks`` and, at ``level="document"``, the document
+    metrics to each query's row (``rows`` in ``dataset.queries`` order).
+
+    Qrels-based metrics judge the units the strategy can hand back (the image of expand over
+    the indexed chunks, see :mod:`harness.evaluation.metrics.ir`): never indexed children
+    that cannot be returned, never units returned for other queries. A unit outside that
+    image (an expand that merges hits) joins only the pool of the query it was returned
+    for, with a warning. One trec_eval call for all queries.
+    """
+    documents = dataset.by_id
     units = returnable_units(chunks, None if type(chunker).expand is Chunker.expand else chunker.expand, documents)
     unit_index = ChunkIndex(units)
     unit_ids = {u.chunk_id for u in units}
@@ -321,41 +362,54 @@ def evaluate(
         warnings.warn(
             f"chunker {chunker.name!r}: {len(outside)} returned units are not the expansion of any single indexed chunk; "
             "each is judged only for the query it was returned for, so ndcg@k and map@k of other queries cannot count it",
-            stacklevel=2,
+            stacklevel=3,  # the caller of evaluate
         )
-    qrels = chunk_qrels(dataset.queries, unit_index, relevance_fraction, relevance, returned=scored)
+    fraction, rule = settings.relevance_fraction, settings.relevance
+    qrels = chunk_qrels(dataset.queries, unit_index, fraction, rule, returned=scored)
     ir = chunk_ir_metrics(qrels, {qid: [c.chunk_id for c in cs] for qid, cs in scored.items()}, ks)
-    doc = document_metrics(dataset.queries, run, {c.chunk_id: c.doc_id for c in chunks}, ks) if level == "document" else {}
+    doc = document_metrics(dataset.queries, run, {c.chunk_id: c.doc_id for c in chunks}, ks) if settings.level == "document" else {}
     for row, q in zip(rows, dataset.queries):
         row.update(ir[q.query_id])
         row.update(doc.get(q.query_id, {}))
         row["precision_omega"] = precision_omega(q, unit_index)
         row["n_relevant_chunks"] = len(qrels[q.query_id])
-    _add_compression(rows, compressor, dataset, scored, ks, documents, context_token_counter)
+
+
+def per_query_table(rows: list[dict[str, Any]]) -> tuple[pd.DataFrame, dict[str, float]]:
+    """The per-query rows as a DataFrame (id/text columns first, ``retrieved`` last) and the
+    mean of every metric column (names with ``@`` or registered metric names)."""
     per_query = pd.DataFrame(rows)
-    # keep the id/text columns first and "retrieved" last
     if "retrieved" in per_query.columns:
         per_query = per_query[[c for c in per_query.columns if c != "retrieved"] + ["retrieved"]]
     metric_cols = [c for c in per_query.columns if "@" in c or is_metric_name(c)]
-    means = {c: float(per_query[c].mean()) for c in metric_cols}
-    timings["score"] = time.perf_counter() - t0
+    return per_query, {c: float(per_query[c].mean()) for c in metric_cols}
 
-    t0 = time.perf_counter()
-    # truncation only matters when the retriever embeds the chunks (BM25 reads whole texts)
-    window = max_seq_length if retriever.needs_encoder else None
-    chunk_tokens = [int(t) for t in chunk_token_counter([c.text for c in chunks])] if chunk_token_counter is not None and chunks else None
+
+def diagnose(
+    dataset: Dataset, chunks: Sequence[Chunk], scored: Mapping[str, list[Chunk]], ks: Sequence[int],
+    per_query: pd.DataFrame, means: dict[str, float], tools: EvaluationTools, embeds_chunks: bool,
+) -> tuple[dict[str, dict[int, str | None]], dict[str, float], list[int] | None]:
+    """Miss reasons and chunk-set statistics (see :mod:`harness.evaluation.diagnostics`).
+
+    Adds a ``miss_reason_at_<k>`` column per k to ``per_query`` and the reason shares to
+    ``means`` (in place). Truncation counts only when ``embeds_chunks`` (the retriever
+    embeds the chunks; BM25 reads whole texts).
+
+    Returns:
+        ``(reasons, chunk_stats, chunk_tokens)``: ``{query_id: {k: reason or None}}``, the
+        chunk-set statistics and the model tokens per chunk (None without
+        ``tools.chunk_token_counter``).
+    """
+    counter, max_seq_length = tools.chunk_token_counter, tools.max_seq_length
+    window = max_seq_length if embeds_chunks else None
+    chunk_tokens = [int(t) for t in counter([c.text for c in chunks])] if counter is not None and chunks else None
     known = {c.chunk_id: n for c, n in zip(chunks, chunk_tokens)} if chunk_tokens is not None else None
-    reasons = dg.diagnose_queries(dataset.queries, documents, chunks, scored, ks, window, token_spans, token_counts=known)
+    reasons = dg.diagnose_queries(dataset.queries, dataset.by_id, chunks, scored, ks, window, tools.token_spans, token_counts=known)
     for k in ks:  # no "@" in the column name: these are labels, not metrics to average
         per_query[f"miss_reason_at_{k}"] = [reasons[q.query_id][k] or "" for q in dataset.queries]
     means.update(dg.aggregate_reasons(reasons, ks))
-    stats = dg.chunk_set_statistics(dataset.documents, chunks, chunk_token_counter, max_seq_length, dataset.queries, token_counts=chunk_tokens)
-    stats["degenerate_chunking"] = float(degenerate)
-    timings["diagnostics"] = time.perf_counter() - t0
-    return Evaluation(
-        metrics=means, per_query=per_query, chunks=chunks, run=run, timings=timings, chunk_stats=stats,
-        miss_reasons=reasons, degenerate=degenerate, cache=cache_stats, chunk_tokens=chunk_tokens,
-    )
+    stats = dg.chunk_set_statistics(dataset.documents, chunks, counter, max_seq_length, dataset.queries, token_counts=chunk_tokens)
+    return reasons, stats, chunk_tokens
 
 
 def _add_compression(rows, compressor, dataset, scored, ks, documents, context_token_counter) -> None:
@@ -367,7 +421,7 @@ def _add_compression(rows, compressor, dataset, scored, ks, documents, context_t
         row.update(extra[row["query_id"]])
 
 
-def _chunk_with_cache(dataset: Dataset, chunker: Chunker, progress: bool, chunk_cache, chunker_config) -> tuple[list[Chunk], dict[str, float]]:
+def chunk_corpus(dataset: Dataset, chunker: Chunker, progress: bool, chunk_cache=None, chunker_config=None) -> tuple[list[Chunk], dict[str, float]]:
     """Chunk the corpus, or read the chunk set from ``chunk_cache`` (and store it on a miss).
 
     A strategy that embeds while splitting is cached only when its encoder exposes an

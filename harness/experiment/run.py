@@ -38,10 +38,13 @@ import contextlib
 import os
 import sys
 import time
+from dataclasses import dataclass
+from typing import Any
 
-from omegaconf import DictConfig, OmegaConf  # noqa: E402
+from omegaconf import DictConfig, OmegaConf
 
-from harness.experiment.build import register_resolvers  # noqa: E402
+from harness.experiment.build import register_resolvers
+from harness.experiment.settings import MetricSettings, RunSettings, StatsSettings
 from harness.tracking.tracker import EXIT_BUSY  # noqa: E402, F401 - the exit code of a busy skip, documented here
 
 register_resolvers()
@@ -72,71 +75,48 @@ def package_versions() -> dict[str, str]:
     return versions(TRACKED_PACKAGES)
 
 
-def check_metrics_config(
-    ks,
-    relevance_fraction: float,
-    objective: str,
-    context_tokenizer: str,
-    relevance: str = "overlap_fraction",
-    budgets=(),
-    level: str = "chunk",
-    budget_depth=None,
-) -> None:
-    """Validate the ``metrics`` config group before any work.
+@dataclass(frozen=True)
+class Components:
+    """The built parts of one run (:func:`build_components`).
 
-    Raises:
-        ValueError: ``metrics.ks`` empty or with a value < 1; ``metrics.relevance_fraction``
-            outside [0, 1]; ``metrics.relevance`` not a known rule; ``metrics.budgets`` with
-            a value < 1; ``metrics.budget_depth`` < 1; ``metrics.level`` not chunk/document;
-            ``metrics.objective`` not a registered metric name, its k not in
-            ``metrics.ks``, its budget not in ``metrics.budgets`` or a ``doc_*`` metric
-            without ``metrics.level=document``; ``metrics.context_tokenizer`` unknown.
+    Attributes:
+        encoder: the shared :class:`harness.embeddings.model.Encoder` (model loads lazily).
+        chunker: the :class:`harness.chunkers.base.Chunker`.
+        retriever: the :class:`harness.retrievers.base.Retriever` (empty).
+        compressor: the enabled :class:`harness.evaluation.compression.Compressor`, or None.
+        context_counter: the :class:`harness.text.units.SizeCounter` of ``metrics.context_tokenizer``.
     """
-    from harness.text.units import TIKTOKEN_OFFLINE
-    from harness.evaluation.metrics import parse_name
-    from harness.evaluation.metrics.ranking import check_relevance
 
-    if not ks or any(isinstance(k, bool) or not isinstance(k, int) or k < 1 for k in ks):
-        raise ValueError(f"metrics.ks must be a non-empty list of integers >= 1, got {list(ks)!r}")
-    if not 0.0 <= relevance_fraction <= 1.0:
-        raise ValueError(f"metrics.relevance_fraction must be in [0, 1], got {relevance_fraction!r}")
-    check_relevance(relevance, relevance_fraction)
-    if any(isinstance(b, bool) or not isinstance(b, int) or b < 1 for b in budgets):
-        raise ValueError(f"metrics.budgets must be a list of integers >= 1, got {list(budgets)!r}")
-    if budget_depth is not None and (isinstance(budget_depth, bool) or not isinstance(budget_depth, int) or budget_depth < 1):
-        raise ValueError(f"metrics.budget_depth must be an integer >= 1 or null, got {budget_depth!r}")
-    if level not in ("chunk", "document"):
-        raise ValueError(f"metrics.level must be 'chunk' or 'document', got {level!r}")
-    try:
-        parsed = parse_name(objective)
-    except ValueError as exc:
-        raise ValueError(f"metrics.objective: {exc}") from exc
-    if parsed.k is not None and parsed.k not in ks:
-        raise ValueError(f"metrics.objective={objective!r} needs k={parsed.k} in metrics.ks={list(ks)}")
-    if parsed.budget is not None and parsed.budget not in budgets:
-        raise ValueError(f"metrics.objective={objective!r} needs {parsed.budget} in metrics.budgets={list(budgets)}")
-    if parsed.family.level == "document" and level != "document":
-        raise ValueError(f"metrics.objective={objective!r} needs metrics.level=document")
-    allowed = ["model", *TIKTOKEN_OFFLINE]
-    if context_tokenizer not in allowed:
-        raise ValueError(f"metrics.context_tokenizer must be one of {allowed}, got {context_tokenizer!r}")
+    encoder: Any
+    chunker: Any
+    retriever: Any
+    compressor: Any
+    context_counter: Any
+
+    @property
+    def embeds(self) -> bool:
+        """True when the retriever, the chunker or the compressor embeds text."""
+        return bool(self.retriever.needs_encoder or self.chunker.needs_encoder or self.compressor is not None)
 
 
 def execute(cfg: DictConfig) -> dict:
     """Run one configured experiment and log it; returns ``{"run_id", "metrics", "evaluation", "objective"}``.
 
-    Order: send the tracking side of the job's start to this process's tracking worker
-    (:mod:`harness.tracking.worker`: look up the experiment; with ``resume`` true find a
-    FINISHED run with this config hash; close stale RUNNING runs of this hash; open the
-    MLflow run, a child of the sweep's parent run inside a multirun, see
-    :func:`harness.tracking.callbacks.parent_for_job`). While the worker does that on the other core,
-    validate and build the chunker and retriever (cheap; bad parameters fail here, before
-    any model or dataset is loaded), load and verify the dataset, chunk, and import and
-    load the embedding model. Nothing is embedded (and for runs without embeddings nothing
-    is chunked) before the worker has answered: a FINISHED run of the same configuration
-    makes the job a skip (``"skipped": True``, see :func:`_skipped`; in a sweep the parent
-    run records it). Then embed, index, search, score and log. Any exception marks the
-    MLflow run FAILED (KILLED for Ctrl-C / SIGTERM) with the error and is re-raised.
+    Stages (one function each): :func:`open_tracking` sends the tracking side of the job's
+    start to this process's tracking worker (:mod:`harness.tracking.worker`: look up the
+    experiment; with ``resume`` true find a FINISHED run with this config hash; close stale
+    RUNNING runs of this hash; open the MLflow run, a child of the sweep's parent run inside
+    a multirun, see :func:`harness.tracking.callbacks.parent_for_job`). While the worker does
+    that on the other core, :func:`prepare` reads the settings from the config and
+    :func:`build_components` builds the chunker and retriever (cheap; bad parameters fail
+    here, before any model or dataset is loaded), :func:`load_dataset` loads and verifies
+    the dataset, and :func:`run_pipeline` chunks, imports and loads the embedding model,
+    embeds, indexes, searches and scores (:func:`harness.experiment.pipeline.evaluate`).
+    Nothing is embedded (and for runs without embeddings nothing is chunked) before the
+    worker has answered: a FINISHED run of the same configuration makes the job a skip
+    (``"skipped": True``, see :func:`_skipped`; in a sweep the parent run records it). Then
+    :func:`log_run` logs and :func:`_print_summary` prints. Any exception marks the MLflow
+    run FAILED (KILLED for Ctrl-C / SIGTERM) with the error and is re-raised (:func:`_stopped`).
 
     Logged: params (flattened config), metrics (every metric at every k, ``recall_curve``
     with ``step=k``, CIs, ``chunks.*``, ``diagnostics.*``, ``time.*_s``), tags (config hash,
@@ -152,190 +132,264 @@ def execute(cfg: DictConfig) -> dict:
         harness.tracking.worker.RunBusy: the configuration is RUNNING in another live process
             (its run, pid and host are named; ``skip: <message>`` is printed first); nothing
             was run or logged.
-        ValueError: ``resume`` is not a boolean; any config error (see the builders).
+        ValueError: ``resume`` is not a boolean; any config error (see
+            :mod:`harness.experiment.settings` and the builders).
         harness.tracking.worker.TrackingWorkerError: the tracking store could not be opened
             or written (e.g. an unreachable tracking server); the message is MLflow's.
     """
-    from harness.experiment import build
-    from harness.tracking.callbacks import parent_for_job
-    from harness.text.units import HFTokenCounter, get_counter
-    from harness.evaluation.diagnostics import reason_counts
-    from harness.experiment.pipeline import evaluate
-    from harness.tracking.tracker import artifact_root_for, flatten, resolve_tracking_uri
-    from harness.tracking.worker import Opening, RunBusy, RunSkipped
-
     t_start = time.perf_counter()
-    wall_start = time.time()
-    resolved = build.to_container(cfg)
-    ks = list(cfg.metrics.ks)
-    objective = str(cfg.metrics.objective)
-
-    uri = resolve_tracking_uri(cfg.tracking.uri, build.PROJECT_ROOT)
-    experiment = cfg.tracking.experiment or cfg.dataset.name
-    name = cfg.tracking.run_name or build.run_name(cfg)
-    resume = cfg.get("resume", True)
-    if not isinstance(resume, bool):
-        raise ValueError(f"resume must be true or false, got {resume!r}")
-    # Everything the worker logs at the start is plain data made here.
-    opening = Opening(
-        cwd=os.getcwd(),
-        uri=uri,
-        experiment=experiment,
-        artifact_location=artifact_root_for(uri, build.PROJECT_ROOT),
-        name=name,
-        config_hash=build.config_hash(cfg),
-        resume=resume,
-        parent=parent_for_job(uri),
-        params=flatten({k: v for k, v in resolved.items() if k != "paths"}),
-        config_yaml=OmegaConf.to_yaml(cfg, resolve=True),
-        start_time=wall_start,
-        tags={f"version.{k}": v for k, v in package_versions().items()},
-    )
-    encoder = None
+    run = RunSettings.from_config(cfg)
+    opening = open_tracking(cfg, run)
+    settings: Settings | None = None
+    parts: Components | None = None
     timings: dict[str, float] = {}
     known_tags: dict[str, object] = {}  # tags known so far, set on a FAILED run too
     try:
         # Fail fast on bad parameters, before any model or dataset is loaded; the error
         # is still recorded on this job's (FAILED) run.
-        budgets = [int(b) for b in cfg.metrics.get("budgets", [])]
-        check_metrics_config(
-            ks,
-            float(cfg.metrics.relevance_fraction),
-            objective,
-            str(cfg.metrics.context_tokenizer),
-            relevance=str(cfg.metrics.get("relevance", "overlap_fraction")),
-            budgets=budgets,
-            level=str(cfg.metrics.get("level", "chunk")),
-            budget_depth=cfg.metrics.get("budget_depth"),
-        )
-        n_boot = int(cfg.stats.bootstrap)
-        if n_boot < 0:
-            raise ValueError(f"stats.bootstrap must be an integer >= 0 (0 = no confidence intervals), got {n_boot}")
-        if not 0.0 < float(cfg.stats.confidence) < 1.0:
-            raise ValueError(f"stats.confidence must be in (0, 1), got {cfg.stats.confidence}")
-        encoder = build.build_encoder(cfg)
-        chunker = build.build_chunker(cfg, encoder)
-        retriever = build.build_retriever(cfg, encoder)
-        from harness.evaluation.compression import from_config as compressor_from_config
-
-        # contextual compression after retrieval (None when off); bad settings fail here
-        compressor = compressor_from_config(build.to_container(cfg.compression) if "compression" in cfg else None, encoder)
-        context_counter = get_counter("tokens", str(cfg.metrics.context_tokenizer))
-        known_tags = {"chunker": chunker.name, "retriever": retriever.name}
+        settings = prepare(cfg)
+        parts = build_components(cfg, settings.metrics)
+        known_tags = {"chunker": parts.chunker.name, "retriever": parts.retriever.name}
         # the first block the model embeds waits for the worker (a skip stops the job there)
-        encoder.checkpoint = opening.wait
-        t0 = time.perf_counter()
-        dataset = build.build_dataset(cfg)
-        timings["load"] = time.perf_counter() - t0
-        known_tags.update(
-            {
-                "dataset": dataset.name,
-                "dataset_fingerprint": dataset.fingerprint(),
-                "dataset_source": dataset.source,
-                "n_documents": len(dataset.documents),
-                "n_queries": len(dataset.queries),
-            }
-        )
+        parts.encoder.checkpoint = opening.wait
+        dataset = load_dataset(cfg, timings)
+        known_tags.update(dataset_tags(dataset))
         opening.check()
-        if not (retriever.needs_encoder or chunker.needs_encoder or compressor is not None):
+        if not parts.embeds:
             opening.wait()  # nothing to overlap with: learn about a skip before any chunking
-        model_tokens = HFTokenCounter(str(encoder.model_path / "tokenizer.json"))
-        from harness.cache import Cache
-
-        cache_root = build.cache_dir(cfg)
-        ev = evaluate(
-            dataset,
-            chunker,
-            retriever,
-            ks=ks,
-            relevance_fraction=float(cfg.metrics.relevance_fraction),
-            context_token_counter=context_counter.count,
-            chunk_token_counter=encoder.count_tokens,
-            max_seq_length=encoder.max_seq_length if retriever.needs_encoder or chunker.needs_encoder else None,
-            progress=bool(cfg.embedding.show_progress),
-            relevance=str(cfg.metrics.get("relevance", "overlap_fraction")),
-            budgets=budgets,
-            context_tokenizer=context_counter,
-            budget_depth=cfg.metrics.get("budget_depth"),
-            level=str(cfg.metrics.get("level", "chunk")),
-            token_spans=lambda text: model_tokens.atoms(text).spans,
-            chunk_cache=Cache(cache_root).chunks if cache_root else None,
-            chunker_config=build.chunker_config(cfg),  # escapes decoded: keyed by what the chunker does
-            compressor=compressor,
-        )
+        ev = run_pipeline(cfg, dataset, parts, settings.metrics)
         tracker = opening.result()
-    except RunSkipped as skip:
-        return _skipped(skip.finished, objective)
-    except RunBusy as busy:  # the configuration runs in another live process: nothing was opened
-        print(f"skip: {busy}")
-        sys.stdout.flush()
-        raise
     except BaseException as exc:
-        try:
-            tracker = opening.result()
-        except RunSkipped as skip:
-            if isinstance(exc, (KeyboardInterrupt, SystemExit)):
-                raise
-            return _skipped(skip.finished, objective)  # resume wins, as when the lookup came first
-        except BaseException:  # noqa: BLE001 - the store could not be opened either: the job's error stands
-            raise exc from None
-        if known_tags:
-            with contextlib.suppress(Exception):
-                tracker.set_tags(known_tags)
-        tracker.fail(exc)
-        raise
+        return _stopped(exc, opening, known_tags, settings)
     finally:
-        if encoder is not None:
-            encoder.checkpoint = None
+        if parts is not None:
+            parts.encoder.checkpoint = None
     with tracker.closing():
         timings.update(ev.timings)
         timings["tracking_wait"] = opening.waited
-        t0 = time.perf_counter()
-        tracker.set_tags({**known_tags, "degenerate_chunking": str(ev.degenerate).lower()})
-        report = getattr(dataset, "load_report", None)
-        if report is not None:  # what the loader dropped: skipped files, queries without evidence, unlocated excerpts
-            tracker.log_text(report.summary(50), "load_report.txt")
-        tracker.log_dataset(_queries_frame(dataset), name=dataset.name, digest=dataset.fingerprint(), source=dataset.source)
-        groups: list[tuple[dict, int]] = [  # one MLflow batch for all of them
-            (ev.metrics, 0),
-            (
-                {
-                    "cache.embedded_texts": encoder.n_encoded,
-                    "cache.embedding_hits": encoder.n_cache_hits,
-                    "cache.chunks_cached": ev.cache.get("chunks_cached", 0.0),
-                },
-                0,
-            ),
-            ({f"chunks.{k}": v for k, v in ev.chunk_stats.items()}, 0),
-        ]
-        if report is not None:  # every dropped-record count, e.g. dataset.queries_without_evidence (0 when none)
-            dropped = {"skipped_files": 0, "queries_without_evidence": 0, **report.counts}
-            groups.append(({f"dataset.{k}": v for k, v in dropped.items()}, 0))
-        if hasattr(chunker, "stats"):  # strategy counters, e.g. llm.calls / llm.rejected_replies
-            groups.append((chunker.stats(), 0))
-        if n_boot > 0:  # bootstrap confidence intervals of every mean metric, e.g. recall_at_5_ci_low
-            from pandas.api.types import is_numeric_dtype
+        run_id = log_run(tracker, run, settings, parts, dataset, ev, known_tags, timings, t_start)
+    _print_summary(run.run_name, run.experiment, run.tracking_uri, run_id, ev)
+    return {"run_id": run_id, "metrics": ev.metrics, "evaluation": ev, "objective": ev.metrics[settings.metrics.objective]}
 
-            from harness.evaluation.stats import metric_cis
 
-            means = [m for m in ev.metrics if m in ev.per_query.columns and is_numeric_dtype(ev.per_query[m])]
-            groups.append((metric_cis(ev.per_query, means, n_resamples=n_boot, confidence=float(cfg.stats.confidence), seed=int(cfg.stats.seed)), 0))
-        groups += [({"recall_curve": ev.metrics[f"recall@{k}"]}, k) for k in ks]  # the recall@k curve: one series against step=k
-        tracker.log_metric_groups(groups)
-        tracker.log_text(_json({str(k): v for k, v in reason_counts(ev.miss_reasons, ks).items()}), "miss_reasons.json")
-        tracker.log_dataframe_csv(ev.per_query, "per_query.csv")
-        tracker.log_table(ev.per_query, "per_query.json")
-        _log_figures(tracker, ev, ks, encoder, name)
-        tracker.log_text(chunk_sample(ev.chunks, SAMPLE_CHUNKS, int(cfg.stats.seed)), "chunks_sample.jsonl")
-        tracker.log_text(_json(ev.chunk_stats), "chunk_stats.json")
-        tracker.log_text(_results_text(ev), "results.txt")
-        tracker.flush()  # the worker has written everything above: the log phase includes its writes
-        timings["log"] = time.perf_counter() - t0
-        timings["total"] = time.perf_counter() - t_start
-        tracker.log_metrics({f"time.{k}_s": v for k, v in timings.items()})
-        run_id = tracker.run_id
-    _print_summary(name, experiment, uri, run_id, ev)
-    return {"run_id": run_id, "metrics": ev.metrics, "evaluation": ev, "objective": ev.metrics[objective]}
+@dataclass(frozen=True)
+class Settings:
+    """The settings of one run read from its config (:func:`prepare`)."""
+
+    metrics: MetricSettings
+    stats: StatsSettings
+
+
+def prepare(cfg: DictConfig) -> Settings:
+    """Read and validate the ``metrics`` and ``stats`` settings (nothing is built or loaded).
+
+    Raises:
+        ValueError: as :meth:`MetricSettings.from_config` / :meth:`StatsSettings.from_config`.
+    """
+    return Settings(metrics=MetricSettings.from_config(cfg), stats=StatsSettings.from_config(cfg))
+
+
+def open_tracking(cfg: DictConfig, run: RunSettings):
+    """Send the job's ``open`` request to the tracking worker; returns the pending
+    :class:`harness.tracking.worker.Opening` (everything it logs is plain data made here:
+    flattened params without ``paths``, the resolved YAML, the config hash, package versions)."""
+    from harness.experiment import build
+    from harness.tracking.callbacks import parent_for_job
+    from harness.tracking.tracker import artifact_root_for, flatten
+    from harness.tracking.worker import Opening
+
+    wall_start = time.time()
+    resolved = build.to_container(cfg)
+    return Opening(
+        cwd=os.getcwd(),
+        uri=run.tracking_uri,
+        experiment=run.experiment,
+        artifact_location=artifact_root_for(run.tracking_uri, build.PROJECT_ROOT),
+        name=run.run_name,
+        config_hash=build.config_hash(cfg),
+        resume=run.resume,
+        parent=parent_for_job(run.tracking_uri),
+        params=flatten({k: v for k, v in resolved.items() if k != "paths"}),
+        config_yaml=OmegaConf.to_yaml(cfg, resolve=True),
+        start_time=wall_start,
+        tags={f"version.{k}": v for k, v in package_versions().items()},
+    )
+
+
+def build_components(cfg: DictConfig, metrics: MetricSettings) -> Components:
+    """Build the encoder (lazy), chunker, retriever, compressor and context-token counter.
+
+    Raises:
+        ValueError, TypeError: invalid chunker, retriever, embedding or compression
+            parameters (the constructors name them).
+    """
+    from harness.evaluation.compression import from_config as compressor_from_config
+    from harness.experiment import build
+    from harness.text.units import get_counter
+
+    encoder = build.build_encoder(cfg)
+    chunker = build.build_chunker(cfg, encoder)
+    retriever = build.build_retriever(cfg, encoder)
+    # contextual compression after retrieval (None when off); bad settings fail here
+    compressor = compressor_from_config(build.to_container(cfg.compression) if "compression" in cfg else None, encoder)
+    return Components(encoder, chunker, retriever, compressor, get_counter("tokens", metrics.context_tokenizer))
+
+
+def load_dataset(cfg: DictConfig, timings: dict[str, float]):
+    """Load and verify ``cfg.dataset``; records ``timings["load"]`` (seconds)."""
+    from harness.experiment import build
+
+    t0 = time.perf_counter()
+    dataset = build.build_dataset(cfg)
+    timings["load"] = time.perf_counter() - t0
+    return dataset
+
+
+def dataset_tags(dataset) -> dict[str, object]:
+    """The run tags that describe the dataset (name, fingerprint, source, sizes)."""
+    return {
+        "dataset": dataset.name,
+        "dataset_fingerprint": dataset.fingerprint(),
+        "dataset_source": dataset.source,
+        "n_documents": len(dataset.documents),
+        "n_queries": len(dataset.queries),
+    }
+
+
+def run_pipeline(cfg: DictConfig, dataset, parts: Components, metrics: MetricSettings):
+    """Chunk (through the chunk cache), index, retrieve and score: :func:`harness.experiment.pipeline.evaluate`
+    with the run's counters and caches; returns its :class:`~harness.experiment.pipeline.Evaluation`."""
+    from harness.cache import Cache
+    from harness.experiment import build
+    from harness.experiment.pipeline import EvaluationTools, evaluate
+    from harness.text.units import HFTokenCounter
+
+    encoder, chunker, retriever = parts.encoder, parts.chunker, parts.retriever
+    model_tokens = HFTokenCounter(str(encoder.model_path / "tokenizer.json"))
+    cache_root = build.cache_dir(cfg)
+    tools = EvaluationTools(
+        context_tokenizer=parts.context_counter,
+        context_token_counter=parts.context_counter.count,
+        chunk_token_counter=encoder.count_tokens,
+        max_seq_length=encoder.max_seq_length if retriever.needs_encoder or chunker.needs_encoder else None,
+        token_spans=lambda text: model_tokens.atoms(text).spans,
+        chunk_cache=Cache(cache_root).chunks if cache_root else None,
+        chunker_config=build.chunker_config(cfg),  # escapes decoded: keyed by what the chunker does
+        compressor=parts.compressor,
+    )
+    return evaluate(dataset, chunker, retriever, metrics, tools, progress=bool(cfg.embedding.show_progress))
+
+
+def _stopped(exc: BaseException, opening, known_tags: dict[str, object], settings: Settings | None) -> dict:
+    """Handle an exception raised before the run could be logged; returns a skip result or raises.
+
+    A skip (a FINISHED run of this configuration) returns :func:`_skipped`'s result, also
+    when the job failed meanwhile (resume wins, as when the lookup came first; not for
+    Ctrl-C / SIGTERM, nor when the metrics or stats settings themselves are invalid). A
+    busy configuration prints ``skip: <message>`` and re-raises. Otherwise the error is
+    recorded on the job's run (FAILED, or KILLED for Ctrl-C / SIGTERM, with the tags known
+    so far) and re-raised; when the store could not be opened either, the job's error stands.
+    """
+    from harness.tracking.worker import RunBusy, RunSkipped
+
+    if isinstance(exc, RunSkipped):
+        return _skipped(exc.finished, settings.metrics.objective)
+    if isinstance(exc, RunBusy):  # the configuration runs in another live process: nothing was opened
+        print(f"skip: {exc}")
+        sys.stdout.flush()
+        raise exc
+    try:
+        tracker = opening.result()
+    except RunSkipped as skip:
+        if isinstance(exc, (KeyboardInterrupt, SystemExit)) or settings is None:
+            raise exc from None
+        return _skipped(skip.finished, settings.metrics.objective)
+    except BaseException:  # noqa: BLE001 - the store could not be opened either: the job's error stands
+        raise exc from None
+    if known_tags:
+        with contextlib.suppress(Exception):
+            tracker.set_tags(known_tags)
+    tracker.fail(exc)
+    raise exc
+
+
+def log_run(tracker, run: RunSettings, settings: Settings, parts: Components, dataset, ev, known_tags, timings, t_start: float) -> str:
+    """Log tags, the dataset input, every metric group, the artifacts and ``time.*_s``; returns the run id.
+
+    ``timings`` (seconds per phase) gets ``log`` (this function, the worker's writes
+    included) and ``total`` (since ``t_start``, a ``time.perf_counter()`` value).
+    """
+    t0 = time.perf_counter()
+    tracker.set_tags({**known_tags, "degenerate_chunking": str(ev.degenerate).lower()})
+    report = getattr(dataset, "load_report", None)
+    if report is not None:  # what the loader dropped: skipped files, queries without evidence, unlocated excerpts
+        tracker.log_text(report.summary(50), "load_report.txt")
+    tracker.log_dataset(_queries_frame(dataset), name=dataset.name, digest=dataset.fingerprint(), source=dataset.source)
+    tracker.log_metric_groups(metric_groups(ev, parts, report, settings))
+    log_artifacts(tracker, ev, parts.encoder, settings, run.run_name)
+    tracker.flush()  # the worker has written everything above: the log phase includes its writes
+    timings["log"] = time.perf_counter() - t0
+    timings["total"] = time.perf_counter() - t_start
+    tracker.log_metrics({f"time.{k}_s": v for k, v in timings.items()})
+    return tracker.run_id
+
+
+def metric_groups(ev, parts: Components, report, settings: Settings) -> list[tuple[dict, int]]:
+    """Every metric of the run as ``(metrics, step)`` groups for one MLflow batch.
+
+    Step 0: the mean metrics, ``cache.*`` (embedded texts, embedding-cache hits, chunk-set
+    hit), ``chunks.*``, ``dataset.*`` dropped-record counts (with a load report), the
+    strategy's own counters (``chunker.stats()``, e.g. ``llm.calls``) and the bootstrap CIs
+    (:func:`confidence_intervals`); then ``recall_curve`` at ``step=k`` for each k.
+    """
+    encoder = parts.encoder
+    groups: list[tuple[dict, int]] = [
+        (ev.metrics, 0),
+        (
+            {
+                "cache.embedded_texts": encoder.n_encoded,
+                "cache.embedding_hits": encoder.n_cache_hits,
+                "cache.chunks_cached": ev.cache.get("chunks_cached", 0.0),
+            },
+            0,
+        ),
+        ({f"chunks.{k}": v for k, v in ev.chunk_stats.items()}, 0),
+    ]
+    if report is not None:  # every dropped-record count, e.g. dataset.queries_without_evidence (0 when none)
+        dropped = {"skipped_files": 0, "queries_without_evidence": 0, **report.counts}
+        groups.append(({f"dataset.{k}": v for k, v in dropped.items()}, 0))
+    if hasattr(parts.chunker, "stats"):  # strategy counters, e.g. llm.calls / llm.rejected_replies
+        groups.append((parts.chunker.stats(), 0))
+    if settings.stats.bootstrap > 0:
+        groups.append((confidence_intervals(ev, settings.stats), 0))
+    groups += [({"recall_curve": ev.metrics[f"recall@{k}"]}, k) for k in settings.metrics.ks]  # one series against step=k
+    return groups
+
+
+def confidence_intervals(ev, stats: StatsSettings) -> dict[str, float]:
+    """Bootstrap confidence intervals of every mean metric with a numeric per-query column
+    (``recall_at_5_ci_low`` / ``_ci_high``; see :func:`harness.evaluation.stats.metric_cis`)."""
+    from pandas.api.types import is_numeric_dtype
+
+    from harness.evaluation.stats import metric_cis
+
+    means = [m for m in ev.metrics if m in ev.per_query.columns and is_numeric_dtype(ev.per_query[m])]
+    return metric_cis(ev.per_query, means, n_resamples=stats.bootstrap, confidence=stats.confidence, seed=stats.seed)
+
+
+def log_artifacts(tracker, ev, encoder, settings: Settings, title: str) -> None:
+    """Log ``miss_reasons.json``, ``per_query.csv``, the table ``per_query.json``, the figures,
+    ``chunks_sample.jsonl`` (drawn with ``stats.seed``), ``chunk_stats.json`` and ``results.txt``."""
+    from harness.evaluation.diagnostics import reason_counts
+
+    ks = list(settings.metrics.ks)
+    tracker.log_text(_json({str(k): v for k, v in reason_counts(ev.miss_reasons, ks).items()}), "miss_reasons.json")
+    tracker.log_dataframe_csv(ev.per_query, "per_query.csv")
+    tracker.log_table(ev.per_query, "per_query.json")
+    _log_figures(tracker, ev, ks, encoder, title)
+    tracker.log_text(chunk_sample(ev.chunks, SAMPLE_CHUNKS, settings.stats.seed), "chunks_sample.jsonl")
+    tracker.log_text(_json(ev.chunk_stats), "chunk_stats.json")
+    tracker.log_text(_results_text(ev), "results.txt")
 
 
 #: Chunks stored per run in ``chunks_sample.jsonl``.

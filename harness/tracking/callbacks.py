@@ -253,12 +253,13 @@ class SweepRunCallback(Callback):
 
     def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
         """Close dead sweeps' parents, open this sweep's parent and publish its id in the sweep folder."""
-        from harness.experiment import build
+        from harness.tracking.runs import experiment_name
         from harness.tracking.tracker import HOST_TAG, PID_START_TAG, PID_TAG, SWEEP_TAG, Tracker, artifact_root_for, process_start, resolve_tracking_uri
 
-        uri = resolve_tracking_uri(config.tracking.uri, build.PROJECT_ROOT)
-        experiment = config.tracking.experiment or config.dataset.name
-        tracker = Tracker(uri, str(experiment), artifact_root_for(uri, build.PROJECT_ROOT))
+        root = config.paths.root  # the project folder (``${project_root:}``)
+        uri = resolve_tracking_uri(config.tracking.uri, root)
+        experiment = experiment_name(config)
+        tracker = Tracker(uri, experiment, artifact_root_for(uri, root))
         for parent, children in tracker.close_dead_sweeps():
             print(f"closed the parent run of a dead sweep as KILLED: {parent}")
             if children:

@@ -1,8 +1,9 @@
-"""MLflow tracking: the one module that talks to MLflow.
+"""MLflow tracking: the client that writes a run (every MLflow call is in :mod:`harness.tracking`).
 
 A job of :func:`harness.experiment.run.execute` calls it through its tracking worker, a second
-process (:mod:`harness.tracking.worker`); sweep parents, the release gate and the CLIs
-use :class:`Tracker` in their own process.
+process (:mod:`harness.tracking.worker`); sweep parents use :class:`Tracker` in their own
+process. Reading runs back, and adding to a run that ended (the release gate, the Optuna
+search), is :mod:`harness.tracking.runs`, through the same :class:`SignalSafeClient`.
 
 Tracking store resolution (first that is set wins): the ``tracking.uri`` config value, the
 ``MLFLOW_TRACKING_URI`` environment variable, then a local SQLite store inside the project

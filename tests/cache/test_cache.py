@@ -95,6 +95,7 @@ def test_encoder_refuses_cached_vectors_of_another_dimension(tmp_path):
     assert enc._model is None  # refused before any model call
 
 
+@pytest.mark.slow
 def test_changed_model_folder_or_window_changes_the_key_and_is_re_embedded(tmp_path, encoder):
     from harness.embeddings.model import Encoder
 
@@ -129,15 +130,16 @@ def test_changed_model_folder_or_window_changes_the_key_and_is_re_embedded(tmp_p
 def _run(kestrel, cache_dir, chunker_conf):
     from harness.experiment import build
     from harness.embeddings.model import Encoder
-    from harness.experiment.pipeline import evaluate
+    from harness.experiment.pipeline import EvaluationTools, evaluate
+    from harness.experiment.settings import MetricSettings
 
     cfg = compose([f"chunker={chunker_conf[0]}", *chunker_conf[1:], "retriever=faiss"])
     encoder = Encoder(show_progress=False, cache_dir=cache_dir)
     chunker = build.build_chunker(cfg, encoder)
     retriever = build.build_retriever(cfg, encoder)
     ev = evaluate(
-        kestrel, chunker, retriever, ks=[1, 5], progress=False, budgets=(),
-        chunk_cache=hc.ChunkCache(cache_dir / "chunks"), chunker_config=build.to_container(cfg.chunker),
+        kestrel, chunker, retriever, MetricSettings.defaults(ks=[1, 5], budgets=()),
+        EvaluationTools(chunk_cache=hc.ChunkCache(cache_dir / "chunks"), chunker_config=build.to_container(cfg.chunker)), progress=False,
     )
     return ev, encoder
 
@@ -168,13 +170,14 @@ def test_second_identical_run_embeds_nothing_and_a_threshold_sweep_reuses_senten
     # BM25 and FAISS share the chunk set: a BM25 run of the first config reads it
     from harness.experiment import build
     from harness.embeddings.model import Encoder
-    from harness.experiment.pipeline import evaluate
+    from harness.experiment.pipeline import EvaluationTools, evaluate
+    from harness.experiment.settings import MetricSettings
 
     cfg = compose(["chunker=semantic", "chunker.threshold=0.5", "retriever=bm25"])
     enc4 = Encoder(show_progress=False, cache_dir=tmp_path)
     bm25 = evaluate(
-        kestrel, build.build_chunker(cfg, enc4), build.build_retriever(cfg, enc4), ks=[1, 5], progress=False, budgets=(),
-        chunk_cache=hc.ChunkCache(tmp_path / "chunks"), chunker_config=build.to_container(cfg.chunker),
+        kestrel, build.build_chunker(cfg, enc4), build.build_retriever(cfg, enc4), MetricSettings.defaults(ks=[1, 5], budgets=()),
+        EvaluationTools(chunk_cache=hc.ChunkCache(tmp_path / "chunks"), chunker_config=build.to_container(cfg.chunker)), progress=False,
     )
     assert bm25.cache == {"chunks_cached": 1.0} and bm25.chunks == first.chunks and enc4.n_encoded == 0
 

@@ -255,6 +255,7 @@ def test_sentence_spans_handle_abbreviations_decimals_cjk_and_crlf():
     assert "日本語の文。" in sents and "次の文！" in sents
 
 
+@pytest.mark.slow
 def test_semantic_threshold_is_monotone_in_chunk_count(kestrel, encoder):
     doc = kestrel.by_id["architecture_overview.txt"]
     counts = []
@@ -267,6 +268,7 @@ def test_semantic_threshold_is_monotone_in_chunk_count(kestrel, encoder):
     assert counts[0] < counts[2]
 
 
+@pytest.mark.slow
 def test_semantic_percentile_mode(kestrel, encoder):
     doc = kestrel.by_id["postmortem_2025_11_18.txt"]
     chunks = SemanticChunker(breakpoint="percentile", percentile=80, max_chunk_size=128, encoder=encoder).chunk(doc)

@@ -355,6 +355,7 @@ def test_adaptive_routes_to_existing_strategies_and_tags_chunks(kestrel):
     assert [c.n_chars for c in unbreakable] == [200, 120]
 
 
+@pytest.mark.slow
 def test_adaptive_flags_are_truthful_across_routes(encoder):
     mixed = AdaptiveChunker(routes=routes(code={"_target_": "harness.chunkers.fixed.FixedChunker", "chunk_size": 50}))
     assert mixed.size_limit() is None  # 200 chars vs 50 tokens: no common limit

@@ -188,7 +188,7 @@ def test_load_chroma_without_local_copy_or_download_is_a_clear_error(tmp_path):
 
 
 def test_validate_command_reports_counts_and_failures(tmp_path, capsys):
-    from harness.datasets.__main__ import main
+    from harness.cli.datasets import main
 
     assert main(["validate", str(KESTREL_PATH)]) == 0
     out = capsys.readouterr().out

@@ -10,14 +10,14 @@ from pathlib import Path
 
 import mlflow
 import pytest
+from conftest import PROJECT_ROOT, compose, fresh_store
 
-from conftest import PROJECT_ROOT, compose
-from harness.experiment import build
 from harness.datasets.beir import label_level, load_beir, read_beir
 from harness.datasets.excerpts import load_excerpts, read_excerpts
 from harness.datasets.locate import Match, NormalisedText, find_all, locate, normalise_whitespace
 from harness.datasets.squad import load_squad, read_squad
 from harness.datasets.validate import DatasetError
+from harness.experiment import build
 
 DATA = PROJECT_ROOT / "tests" / "data"
 BEIR = DATA / "beir_saltmere"
@@ -308,7 +308,7 @@ def test_excerpt_record_errors(tmp_path, record, message):
 
 
 def test_validate_prints_counts_and_problems_for_each_format(tmp_path, capsys):
-    from harness.datasets.__main__ import main
+    from harness.cli.datasets import main
 
     assert main(["validate", str(BEIR)]) == 0
     out = capsys.readouterr().out
@@ -367,10 +367,11 @@ def test_dataset_config_without_path_fails_clearly(group):
         (["dataset=squad", f"dataset.path={SQUAD}", "dataset.name=saltmere_squad", "chunker.chunk_size=24"], "saltmere_squad", 9),
     ],
 )
+@pytest.mark.slow
 def test_beir_and_squad_samples_run_end_to_end(overrides, experiment, n_queries, tmp_path):
     from harness.experiment.run import execute
 
-    uri = f"sqlite:///{tmp_path / 'm.db'}"
+    uri = fresh_store(tmp_path / "m.db")
     cfg = compose([*overrides, "chunker=fixed", "retriever=bm25", f"tracking.uri={uri}", "embedding.show_progress=false"])
     result = execute(cfg)
     client = mlflow.MlflowClient(uri)

@@ -23,8 +23,8 @@ from harness.datasets.generate import (
     passages,
     question_tokens,
     report,
-    run,
 )
+from harness.cli.generate import run
 from harness.experiment.run import execute
 from llm_servers import INVALID, FakeLLM, llama, user_message  # noqa: F401  (llama is a fixture)
 

@@ -11,7 +11,7 @@ import pytest
 
 from conftest import compose
 from harness.cli import compare as cli_compare
-from harness.evaluation import compare
+from harness.tracking import runs as tracking_runs
 
 COLUMNS = ["chunker", "size", "overlap", "unit", "retriever", "recall@5", "precision@5", "context_precision@5", "iou@5", "time_s", "run", "run_id"]
 
@@ -131,7 +131,7 @@ def test_all_runs_adds_failed_and_parent_runs_with_status(store, capsys):
 
 @pytest.mark.slow
 def test_defaults_come_from_the_environment_and_the_project_config(store, capsys, monkeypatch):
-    assert compare.default_experiment() == "kestrel_kb"  # conf/config.yaml: dataset kestrel_kb, tracking.experiment null
+    assert cli_compare.default_experiment() == "kestrel_kb"  # conf/config.yaml: dataset kestrel_kb, tracking.experiment null
     monkeypatch.setenv("MLFLOW_TRACKING_URI", store["uri"])
     assert cli_compare.main([]) == 0
     out = capsys.readouterr().out
@@ -167,8 +167,8 @@ def test_listing_and_paired_options_do_not_mix(capsys):
 
 
 def test_tag_filter_quotes_keys_and_values():
-    assert compare.tag_filter(["chunker=fixed", "mlflow.user=o'neil"]) == "tags.`chunker` = 'fixed' and tags.`mlflow.user` = \"o'neil\""
+    assert tracking_runs.tag_filter(["chunker=fixed", "mlflow.user=o'neil"]) == "tags.`chunker` = 'fixed' and tags.`mlflow.user` = \"o'neil\""
     with pytest.raises(ValueError, match="cannot contain both"):
-        compare.tag_filter(["note=it's \"x\""])
+        tracking_runs.tag_filter(["note=it's \"x\""])
     with pytest.raises(ValueError, match="KEY=VALUE"):
-        compare.tag_filter(["=fixed"])
+        tracking_runs.tag_filter(["=fixed"])

@@ -21,7 +21,8 @@ from harness.experiment import build
 from harness.chunkers.recursive import RecursiveChunker
 from harness.evaluation.compression import Compressor, from_config
 from harness.evaluation.metrics import mlflow_key
-from harness.experiment.pipeline import evaluate
+from harness.experiment.pipeline import EvaluationTools, evaluate
+from harness.experiment.settings import MetricSettings
 from harness.retrievers.bm25 import BM25Retriever
 from harness.types import Chunk, Dataset, Document, Evidence, Query
 
@@ -69,8 +70,8 @@ def test_compression_keeps_the_evidence_sentence_and_raises_precision(encoder, t
     ds = dataset()
     compressor = Compressor(enabled=True, budget=60, unit="chars", encoder=encoder)
     ev = evaluate(
-        ds, RecursiveChunker(chunk_size=500, unit="chars"), BM25Retriever(), ks=(1, 2), progress=False,
-        context_token_counter=len, budgets=(), compressor=compressor,
+        ds, RecursiveChunker(chunk_size=500, unit="chars"), BM25Retriever(), MetricSettings.defaults(ks=(1, 2), budgets=()),
+        EvaluationTools(context_token_counter=len, compressor=compressor), progress=False,
     )
     pq = ev.per_query.set_index("query_id")
     assert pq.loc["light", "retrieved"].split(";")[0] == "harbour.txt#0-130"
@@ -108,7 +109,7 @@ def test_compression_keeps_the_evidence_sentence_and_raises_precision(encoder, t
 
 
 def test_disabled_compression_adds_nothing_and_bad_settings_fail():
-    ev = evaluate(dataset(), RecursiveChunker(chunk_size=500, unit="chars"), BM25Retriever(), ks=(1,), progress=False, budgets=(), compressor=Compressor())
+    ev = evaluate(dataset(), RecursiveChunker(chunk_size=500, unit="chars"), BM25Retriever(), MetricSettings.defaults(ks=(1,), budgets=()), EvaluationTools(compressor=Compressor()), progress=False)
     assert not any(k.startswith(("compressed.", "compression.")) for k in ev.metrics)
     for kwargs, fragment in [
         ({"budget": 0}, "compression.budget must be an integer >= 1"),

@@ -24,7 +24,8 @@ from harness.evaluation.metrics.ir import (
     ir_per_query,
 )
 from harness.evaluation.metrics.ranking import RELEVANCE_RULES, is_relevant, query_metrics
-from harness.experiment.pipeline import evaluate
+from harness.experiment.pipeline import EvaluationTools, evaluate
+from harness.experiment.settings import MetricSettings
 from harness.retrievers.base import Retriever
 from harness.retrievers.bm25 import BM25Retriever
 from harness.types import Chunk, Dataset, Document, Evidence, Query
@@ -121,7 +122,7 @@ def test_a_query_that_retrieves_nothing_scores_zero_and_is_counted():
         def search(self, queries, k):
             return {q.query_id: ({self.first: 1.0} if q.query_id == "q1" else {}) for q in queries}
 
-    ev = evaluate(ds, FixedChunker(chunk_size=24, unit="chars"), FirstQueryOnly(), ks=[1, 4], progress=False, context_tokenizer=WordCounter(), budgets=[8])
+    ev = evaluate(ds, FixedChunker(chunk_size=24, unit="chars"), FirstQueryOnly(), MetricSettings.defaults(ks=[1, 4], budgets=[8]), EvaluationTools(context_tokenizer=WordCounter()), progress=False)
     pq = ev.per_query.set_index("query_id")
     for name in ("recall@1", "precision@1", "context_precision@1", "mrr@1", "chunk_precision@4", "item_recall@4", "hit_rate@4", "ndcg@4", "map@4", "recall@8tok"):
         assert pq.loc["q1", name] > 0, name
@@ -277,6 +278,7 @@ def _random_case(rng: random.Random, n_queries: int):
     return qrels, run
 
 
+@pytest.mark.slow
 def test_ir_metrics_agree_with_ranx_on_generated_cases():
     """ir_per_query (trec_eval through ir-measures) against ranx, an independent (numba)
     implementation, per query and metric on 300 generated queries."""
@@ -350,9 +352,9 @@ def test_span_derived_qrels_mrr_matches_our_mrr_and_properties_hold():
 
 
 def test_evaluate_reports_the_whole_suite_on_kestrel(kestrel):
-    kw = dict(ks=[1, 5, 10], progress=False, context_tokenizer=WordCounter(), budgets=[64, 256])
+    kw, tools = dict(ks=[1, 5, 10], budgets=[64, 256]), EvaluationTools(context_tokenizer=WordCounter())
     chunker = FixedChunker(chunk_size=400, unit="chars")
-    ev = evaluate(kestrel, chunker, BM25Retriever(), level="document", **kw)
+    ev = evaluate(kestrel, chunker, BM25Retriever(), MetricSettings.defaults(level="document", **kw), tools, progress=False)
     expected = set(metric_names([1, 5, 10], [64, 256], level="document", context_tokens=False))
     assert expected <= set(ev.metrics)
     for name, v in ev.metrics.items():
@@ -366,7 +368,7 @@ def test_evaluate_reports_the_whole_suite_on_kestrel(kestrel):
     assert list(ev.budget_table().columns) == ["@64tok", "@256tok"]
     assert {"ndcg", "item_recall", "doc_recall"} <= set(ev.table().index)
     # PrecisionΩ depends on the chunking only; the relevance rules are nested per query
-    by_rule = {r: evaluate(kestrel, chunker, BM25Retriever(), relevance=r, **kw).per_query for r in RELEVANCE_RULES}
+    by_rule = {r: evaluate(kestrel, chunker, BM25Retriever(), MetricSettings.defaults(relevance=r, **kw), tools, progress=False).per_query for r in RELEVANCE_RULES}
     assert by_rule["any_overlap"]["precision_omega"].tolist() == ev.per_query["precision_omega"].tolist()
     assert (by_rule["contains_evidence"]["hit_rate@5"] <= by_rule["overlap_fraction"]["hit_rate@5"]).all()
     assert (by_rule["overlap_fraction"]["hit_rate@5"] <= by_rule["any_overlap"]["hit_rate@5"]).all()
@@ -384,4 +386,4 @@ def test_evaluate_reports_the_whole_suite_on_kestrel(kestrel):
 )
 def test_evaluate_rejects_bad_metric_settings(kestrel, kwargs, message):
     with pytest.raises(ValueError, match=message):
-        evaluate(kestrel, FixedChunker(chunk_size=400, unit="chars"), BM25Retriever(), progress=False, **kwargs)
+        evaluate(kestrel, FixedChunker(chunk_size=400, unit="chars"), BM25Retriever(), MetricSettings.defaults(**kwargs), progress=False)

@@ -18,12 +18,12 @@ import numpy as np
 import pandas as pd
 import pytest
 import yaml
+from conftest import _SESSION_CACHE, KESTREL_PATH, PROJECT_ROOT, fresh_store
 from scipy import stats as sps
 
-from conftest import _SESSION_CACHE, KESTREL_PATH, PROJECT_ROOT
 from harness.cli import check as cli_check
-from harness.experiment import gate as check
 from harness.evaluation.stats import non_inferiority, sign_flip_p_value_greater
+from harness.experiment import gate as check
 
 GATE = PROJECT_ROOT / "experiments" / "gate" / "kestrel_kb.yaml"
 BASELINE = PROJECT_ROOT / "experiments" / "gate" / "baseline_kestrel_kb.json"
@@ -223,7 +223,7 @@ def test_bad_override_exits_2_before_any_run(tmp_path, capsys, override, message
 @pytest.mark.slow
 def test_gate_passes_on_the_committed_baseline_through_the_cli(tmp_path):
     before = _sha(BASELINE)
-    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    uri = fresh_store(tmp_path / "mlflow.db")
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
     proc = subprocess.run(
         [sys.executable, "-m", "harness.check", *_common(uri)],
@@ -255,7 +255,7 @@ def test_gate_passes_on_the_committed_baseline_through_the_cli(tmp_path):
 def test_gate_fails_with_exit_1_when_the_chunks_are_much_smaller(tmp_path, capsys, kestrel):
     # 48-token recursive chunks instead of 254: recall@5 drops from 0.72 to about 0.49 on
     # kestrel_kb (measured), far beyond the 0.02 margin.
-    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    uri = fresh_store(tmp_path / "mlflow.db")
     assert cli_check.main(["--gate", str(GATE), *_common(uri), "chunker.chunk_size=48"]) == 1
     out = capsys.readouterr().out
     assert "## Release gate: FAIL" in out
@@ -299,7 +299,7 @@ def test_update_baseline_writes_prints_changes_and_the_check_uses_it(tmp_path, c
         )
     )
     written = tmp_path / "gate" / "base" / "bm25.json"
-    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    uri = fresh_store(tmp_path / "mlflow.db")
 
     assert cli_check.main(["--gate", str(gate), "--update-baseline", *_common(uri)]) == 0
     out = capsys.readouterr().out

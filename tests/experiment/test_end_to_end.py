@@ -7,8 +7,8 @@ import sys
 import mlflow
 import pandas as pd
 import pytest
+from conftest import _SESSION_CACHE, PROJECT_ROOT, compose, fresh_store
 
-from conftest import PROJECT_ROOT, compose
 from harness.experiment.run import execute
 
 
@@ -122,13 +122,13 @@ def test_bad_dataset_path_marks_run_failed(tracking_uri, tmp_path):
 @pytest.mark.slow
 def test_multirun_sweep_continues_after_a_failed_job(tmp_path):
     """A Hydra multirun through the real CLI: one job has an invalid size, the others finish."""
-    uri = f"sqlite:///{tmp_path / 'sweep.db'}"
+    uri = fresh_store(tmp_path / "sweep.db")
     env = {**os.environ, "MLFLOW_TRACKING_URI": uri}
     proc = subprocess.run(
         [
             sys.executable, "-m", "harness.run", "-m",
             "chunker=fixed,recursive", "chunker.chunk_size=0,200", "retriever=bm25",
-            f"hydra.sweep.dir={tmp_path / 'multirun'}", "embedding.show_progress=false",
+            f"hydra.sweep.dir={tmp_path / 'multirun'}", f"cache.dir={_SESSION_CACHE}", "embedding.show_progress=false",
         ],
         cwd=PROJECT_ROOT, env=env, capture_output=True, text=True, timeout=900,
     )

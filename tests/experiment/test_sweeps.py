@@ -15,8 +15,8 @@ import time
 
 import mlflow
 import pytest
+from conftest import _SESSION_CACHE, PROJECT_ROOT, compose, fresh_store
 
-from conftest import PROJECT_ROOT, compose
 from harness.experiment.run import execute
 from harness.tracking.tracker import JOB_TAG, PARENT_TAG, STALE_TAG, SWEEP_TAG
 
@@ -26,7 +26,7 @@ SWEEP = ["retriever=bm25", "chunker=fixed", f"chunker.chunk_size={','.join(map(s
 
 
 def _cli(args: list[str], sweep_dir) -> list[str]:
-    return [sys.executable, "-m", "harness.run", "-m", *args, f"hydra.sweep.dir={sweep_dir}"]
+    return [sys.executable, "-m", "harness.run", "-m", *args, f"hydra.sweep.dir={sweep_dir}", f"cache.dir={_SESSION_CACHE}"]
 
 
 def _env(uri: str) -> dict:
@@ -152,8 +152,8 @@ def _wait_for_kill_point(proc, db, log, timeout: float = 600.0) -> None:
 
 @pytest.mark.slow
 def test_killed_sweep_resumes_without_redoing_finished_jobs(tmp_path):
-    ref_uri = f"sqlite:///{tmp_path / 'reference.db'}"
-    uri = f"sqlite:///{tmp_path / 'killed.db'}"
+    ref_uri = fresh_store(tmp_path / "reference.db")
+    uri = fresh_store(tmp_path / "killed.db")
 
     # the reference: the same 4-job sweep, uninterrupted
     ref = subprocess.run(_cli(SWEEP, tmp_path / "ref"), cwd=PROJECT_ROOT, env=_env(ref_uri), capture_output=True, text=True, timeout=900)
@@ -215,7 +215,7 @@ def test_killed_sweep_resumes_without_redoing_finished_jobs(tmp_path):
 
 
 def _two_job_sweep(tmp_path, launcher_args: list[str]):
-    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    uri = fresh_store(tmp_path / "mlflow.db")
     args = [*launcher_args, "retriever=bm25", "chunker=fixed", "chunker.chunk_size=100,150", "stats.bootstrap=0", "embedding.show_progress=false"]
     proc = subprocess.run(_cli(args, tmp_path / "sweep"), cwd=PROJECT_ROOT, env=_env(uri), capture_output=True, text=True, timeout=900, start_new_session=True)
     assert proc.returncode == 0, proc.stderr[-3000:]

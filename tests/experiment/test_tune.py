@@ -73,7 +73,7 @@ def test_resumable_bm25_study_logs_one_finished_run_per_trial(tmp_path, tracking
         """,
     )
     storage = f"sqlite:///{tmp_path / 'optuna.db'}"
-    common = ["--space", str(space), "--storage", storage, "--seed", "0", f"tracking.uri={tracking_uri}"]
+    common = ["--space", str(space), "--storage", storage, "--seed", "0", f"tracking.uri={tracking_uri}", f"cache.dir={tmp_path / 'cache'}"]
     assert cli_tune.main(["--trials", "3", *common]) == 0
     out = capsys.readouterr().out
     assert "running 3" in out and "best params: {'chunker': " in out

@@ -129,6 +129,7 @@ def test_ambiguous_chunk_is_refused_and_counted():
     assert lenient.stats()["adapter.ambiguous"] == 2.0 and lenient.stats()["adapter.searched"] == 2.0
 
 
+@pytest.mark.slow
 def test_chonkie_token_chunker_on_wordpiece_gets_token_offsets():
     from transformers import AutoTokenizer
 
@@ -306,6 +307,7 @@ LC_CHAR_SETTINGS = [
 LC_TOKEN_SETTINGS = [(8, 0), (16, 4), (5, 2)]
 
 
+@pytest.mark.slow
 def test_differential_langchain(documents):
     import tiktoken
 
@@ -351,6 +353,7 @@ def test_differential_langchain(documents):
 CHONKIE_TOKEN_SETTINGS = [("model", 8, 0), ("model", 16, 4), ("model", 12, 6), ("cl100k_base", 8, 0), ("cl100k_base", 10, 3), ("character", 30, 10)]
 
 
+@pytest.mark.slow
 def test_differential_chonkie_token(documents):
     import tiktoken
     from transformers import AutoTokenizer
@@ -417,6 +420,7 @@ def decode_tokens_within(tok, enc, span) -> str:
     return tok.decode(ids, skip_special_tokens=True)
 
 
+@pytest.mark.slow
 def test_differential_chonkie_recursive_and_sentence(documents):
     from transformers import AutoTokenizer
 

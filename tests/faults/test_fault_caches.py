@@ -98,13 +98,14 @@ def run_once(dataset, cache_dir: Path):
     ``cache_dir``; a new encoder each time, so only the disk caches carry over."""
     from harness.experiment import build
     from harness.embeddings.model import Encoder
-    from harness.experiment.pipeline import evaluate
+    from harness.experiment.pipeline import EvaluationTools, evaluate
+    from harness.experiment.settings import MetricSettings
 
     cfg = _config()
     encoder = Encoder(show_progress=False, cache_dir=cache_dir)
     ev = evaluate(
-        dataset, build.build_chunker(cfg, encoder), build.build_retriever(cfg, encoder), ks=[1, 3], progress=False,
-        budgets=(), chunk_cache=hc.Cache(cache_dir).chunks, chunker_config=build.to_container(cfg.chunker),
+        dataset, build.build_chunker(cfg, encoder), build.build_retriever(cfg, encoder), MetricSettings.defaults(ks=[1, 3], budgets=()),
+        EvaluationTools(chunk_cache=hc.Cache(cache_dir).chunks, chunker_config=build.to_container(cfg.chunker)), progress=False,
     )
     return ev, encoder
 
@@ -149,6 +150,7 @@ def assert_same_results(ev, clean):
     assert ev.chunks == clean.chunks
 
 
+@pytest.mark.slow
 def test_altered_vector_bytes_are_discarded_recomputed_and_overwritten(tiny, clean, cache_dir):
     db = cache_dir / "embeddings" / "embeddings.sqlite"
     con = sqlite3.connect(db)
@@ -227,6 +229,7 @@ def _not_a_database(db: Path) -> None:
     db.write_text("this is not an SQLite file\n" * 200, encoding="utf-8")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("damage", [_truncate, _zero_header, _not_a_database], ids=["truncated", "zeroed-header", "not-a-database"])
 def test_unreadable_embedding_database_is_moved_aside_and_the_run_continues(tiny, clean, cache_dir, damage):
     db = cache_dir / "embeddings" / "embeddings.sqlite"

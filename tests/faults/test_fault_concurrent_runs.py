@@ -23,8 +23,8 @@ import time
 
 import mlflow
 import pytest
+from conftest import PROJECT_ROOT, compose, fresh_store
 
-from conftest import PROJECT_ROOT, compose
 from harness.experiment import build
 from harness.experiment.run import EXIT_BUSY, execute
 from harness.tracking.tracker import (
@@ -87,7 +87,7 @@ def test_two_processes_of_one_configuration_started_at_once_give_one_finished_ru
     """Both processes start at the same moment. As soon as one of them has its run in the
     store, that process is paused (SIGSTOP: a slow job, deterministically) until the other
     has ended, then resumed: the other must see a live owner and skip, naming it."""
-    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    uri = fresh_store(tmp_path / "mlflow.db")
     Tracker(uri, "kestrel_kb")  # the store exists (migrated) before both jobs race on it
     chash = build.config_hash(compose([*BM25, f"tracking.uri={uri}"]))
     procs = []
@@ -173,7 +173,7 @@ def test_claims_at_the_same_moment_create_exactly_one_run(tmp_path, lock):
     """Three processes claim one configuration at the same instant: with the store's file
     lock (SQLite), and with the lock-free protocol used for tracking servers (create, then
     yield to an earlier live claim and delete one's own)."""
-    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    uri = fresh_store(tmp_path / "mlflow.db")
     Tracker(uri, "claims")
     chash = "c0ffee" * 2
     names = ["a", "b", "c"]
@@ -205,8 +205,9 @@ def test_claims_at_the_same_moment_create_exactly_one_run(tmp_path, lock):
 # ------------------------------------------------------------------ dead owners are closed, live ones are not
 
 
+@pytest.mark.slow
 def test_runs_of_dead_processes_are_closed_and_the_new_run_proceeds_recording_its_process(tmp_path):
-    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    uri = fresh_store(tmp_path / "mlflow.db")
     cfg = compose([*BM25, f"tracking.uri={uri}"])
     chash = build.config_hash(cfg)
     tracker = Tracker(uri, "kestrel_kb")
@@ -233,7 +234,7 @@ def test_runs_of_dead_processes_are_closed_and_the_new_run_proceeds_recording_it
 
 
 def test_a_run_whose_process_is_alive_is_named_and_left_alone(tmp_path, capsys):
-    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    uri = fresh_store(tmp_path / "mlflow.db")
     cfg = compose([*BM25, f"tracking.uri={uri}"])
     chash = build.config_hash(cfg)
     tracker = Tracker(uri, "kestrel_kb")
@@ -257,7 +258,7 @@ def test_a_run_whose_process_is_alive_is_named_and_left_alone(tmp_path, capsys):
 
 
 def test_a_run_on_another_host_counts_as_alive_while_its_heartbeat_is_fresh(tmp_path):
-    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    uri = fresh_store(tmp_path / "mlflow.db")
     cfg = compose([*BM25, f"tracking.uri={uri}"])
     chash = build.config_hash(cfg)
     tracker = Tracker(uri, "kestrel_kb")
@@ -273,7 +274,7 @@ def test_a_run_on_another_host_counts_as_alive_while_its_heartbeat_is_fresh(tmp_
 def test_a_run_left_open_by_this_very_process_is_stale(tmp_path):
     """A process runs one job at a time: its own earlier RUNNING run (its tracking worker
     died before closing it) is not a rival."""
-    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    uri = fresh_store(tmp_path / "mlflow.db")
     tracker = Tracker(uri, "claims")
     chash = "abcdef12"
     me = Owner.current()
@@ -288,7 +289,7 @@ def test_the_worker_renews_the_heartbeat_of_its_open_run_only_when_due(tmp_path)
     from harness.tracking.tracker import HEARTBEAT_S
     from harness.tracking.worker import _heartbeat
 
-    tracker = Tracker(f"sqlite:///{tmp_path / 'mlflow.db'}", "claims")
+    tracker = Tracker(fresh_store(tmp_path / "mlflow.db"), "claims")
     claim = tracker.claim("beef01", "beating", owner=Owner.current())
     first = int(tracker.get_run(claim.run_id).data.tags[HEARTBEAT_TAG])
     state = {"open": tracker, "beat": time.monotonic()}
@@ -306,7 +307,7 @@ def test_the_worker_renews_the_heartbeat_of_its_open_run_only_when_due(tmp_path)
 
 @pytest.mark.slow
 def test_a_sweep_records_a_job_running_elsewhere_and_exits_busy(tmp_path):
-    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    uri = fresh_store(tmp_path / "mlflow.db")
     tracker = Tracker(uri, "kestrel_kb")
     base = ["retriever=bm25", "chunker=fixed", "stats.bootstrap=0", "embedding.show_progress=false"]
     busy_hash = build.config_hash(compose([*base, "chunker.chunk_size=150", f"tracking.uri={uri}"]))

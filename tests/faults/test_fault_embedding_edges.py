@@ -104,7 +104,8 @@ def test_a_run_with_chunks_over_the_window_warns_once_with_the_chunk_count(tmp_p
 
     from harness.experiment import build
     from harness.embeddings.model import Encoder
-    from harness.experiment.pipeline import evaluate
+    from harness.experiment.pipeline import EvaluationTools, evaluate
+    from harness.experiment.settings import MetricSettings
     from harness.types import Dataset, Document, Evidence, Query
 
     docs = (
@@ -124,8 +125,8 @@ def test_a_run_with_chunks_over_the_window_warns_once_with_the_chunk_count(tmp_p
     with warnings.catch_warnings(record=True) as record:
         warnings.simplefilter("always")
         ev = evaluate(
-            dataset, build.build_chunker(cfg, enc), build.build_retriever(cfg, enc), ks=[1], progress=False, budgets=(),
-            chunk_token_counter=enc.count_tokens, max_seq_length=enc.max_seq_length,
+            dataset, build.build_chunker(cfg, enc), build.build_retriever(cfg, enc), MetricSettings.defaults(ks=[1], budgets=()),
+            EvaluationTools(chunk_token_counter=enc.count_tokens, max_seq_length=enc.max_seq_length), progress=False,
         )
     assert len(ev.chunks) == 4
     messages = truncation_warnings(record)

@@ -89,6 +89,7 @@ def _only_run(uri: str):
     return runs[0]
 
 
+@pytest.mark.slow
 def test_cli_override_with_backslash_n_chunks_like_the_yaml_file(tmp_path):
     """The override spelling and a YAML file with real newlines give the same run: 10 chunks,
     IoU@1 = 1 for every query, and one config hash."""
@@ -202,6 +203,9 @@ def _old_hash(cfg) -> str:
         del data["embedding"]["on_truncate"]
     if data.get("chunker", {}).get("number_of_chunks", 0) is None:
         del data["chunker"]["number_of_chunks"]
+    # the compression settings' class had this path when those runs were recorded
+    if data.get("compression", {}).get("_target_") == "harness.evaluation.compression.Compressor":
+        data["compression"]["_target_"] = "harness.compression.Compressor"
     return hashlib.sha256(json.dumps(data, sort_keys=True, default=str).encode("utf-8")).hexdigest()[:16]
 
 

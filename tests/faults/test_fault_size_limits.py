@@ -235,6 +235,7 @@ def test_modality_caption_and_header_prefixes_count_against_the_limit():
     assert any("Table 3" in c.metadata.get("prefix", "") for c in chunks)
 
 
+@pytest.mark.slow
 def test_every_chunker_config_keeps_its_limit_on_adversarial_text(encoder):
     """Every conf/chunker/*.yaml (except the LLM-backed one) at a tiny size, on documents with
     a 320-character URL, a long heading, a wide table, a long FAQ answer and a chat message

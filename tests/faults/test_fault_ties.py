@@ -23,6 +23,7 @@ import pytest
 
 from harness.chunkers.fixed import FixedChunker
 from harness.experiment.pipeline import evaluate
+from harness.experiment.settings import MetricSettings
 from harness.retrievers.base import ranked
 from harness.retrievers.bm25 import BM25Retriever, bm25_tokenize
 from harness.types import Chunk, Dataset, Document, Evidence, Query
@@ -154,7 +155,7 @@ def test_pipeline_recall_of_a_query_without_matching_tokens_is_zero():
     )
     ds = Dataset(name="tiny", documents=(DOC,), queries=queries)
     chunker = FixedChunker(chunk_size=6, chunk_overlap=0, unit="words")
-    ev = evaluate(ds, chunker, BM25Retriever(), ks=(5,), progress=False, budgets=())
+    ev = evaluate(ds, chunker, BM25Retriever(), MetricSettings.defaults(ks=(5,), budgets=()), progress=False)
     assert [c.text for c in ev.chunks] == LINES
     per = ev.per_query.set_index("query_id")
     assert per.loc["punct", "recall@5"] == 0.0

@@ -196,7 +196,7 @@ def test_reply_cache_entries_are_verified_on_read(tmp_path):
 
 
 def test_cache_cli_counts_and_clears_replies(tmp_path, capsys):
-    from harness.cache import main
+    from harness.cli.cache import main
 
     ReplyCache(tmp_path / "llm").put({"model": "m", "messages": MESSAGES}, "r")
     assert main(["info", "--dir", str(tmp_path), "--kind", "llm"]) == 0

@@ -333,6 +333,7 @@ def test_semantic_boundaries_follow_the_distance_series_on_real_text(kestrel, en
         assert expected  # the series has breakpoints in both modes
 
 
+@pytest.mark.slow
 def test_semantic_buffer_embeds_sentence_windows_but_keeps_sentence_spans(kestrel, encoder):
     doc = kestrel.by_id["postmortem_2025_11_18.txt"]
     sents = sentence_spans(doc.text)
@@ -482,6 +483,7 @@ def test_cluster_semantic_separates_two_topics(encoder):
     assert [c.spans[0] for c in chunks] == [(0, TOPIC_BREAK), (TOPIC_BREAK + 1, len(TOPICS))]
 
 
+@pytest.mark.slow
 def test_cluster_semantic_on_real_docs(kestrel, encoder):
     tokens = get_counter("tokens")
     for name in ("faq.md", "incident_chat.log"):

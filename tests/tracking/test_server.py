@@ -107,6 +107,7 @@ def test_server_command_uses_sqlite_served_artifacts_and_loopback(tmp_path):
         server_command(tmp_path, 5000, workers=0)
 
 
+@pytest.mark.slow
 def test_server_cli_prints_where_it_listens(server):
     url, root, _, banner = server
     assert url.startswith("http://127.0.0.1:") and int(url.rsplit(":", 1)[1]) > 0
@@ -115,6 +116,7 @@ def test_server_cli_prints_where_it_listens(server):
     assert (root / "mlflow.db").is_file()
 
 
+@pytest.mark.slow
 def test_harness_run_logs_to_the_server_over_http(server, tmp_path):
     url, root, _, _ = server
     cmd = [
@@ -160,6 +162,7 @@ def test_harness_run_logs_to_the_server_over_http(server, tmp_path):
     assert {"config.yaml", "per_query.csv", "results.txt"} <= stored
 
 
+@pytest.mark.slow
 def test_tracker_logs_an_8000_character_param_and_tag_to_the_server(server):
     from harness.tracking.tracker import Tracker
 
@@ -174,6 +177,7 @@ def test_tracker_logs_an_8000_character_param_and_tag_to_the_server(server):
     assert run.data.tags["note"] == LONG_NOTE  # tags hold 8,000 characters whole
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not Path("/proc").is_dir(), reason="finds leftover processes through Linux /proc")
 def test_start_server_gives_up_with_the_log_tail_and_leaves_nothing_running(tmp_path):
     root = tmp_path / "slow"
@@ -199,6 +203,7 @@ def _processes_mentioning(text: str) -> list[int]:
     return pids
 
 
+@pytest.mark.slow
 def test_start_server_rejects_a_bad_timeout(tmp_path):
     with pytest.raises(ValueError, match="timeout must be > 0 seconds, got 0"):
         start_server(tmp_path, timeout=0)

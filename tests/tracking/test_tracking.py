@@ -20,12 +20,12 @@ import time
 import mlflow
 import pandas as pd
 import pytest
+from conftest import _SESSION_CACHE, KESTREL_PATH, PROJECT_ROOT, compose, fresh_store
 from omegaconf import OmegaConf
 
-from conftest import KESTREL_PATH, PROJECT_ROOT, _SESSION_CACHE, compose
-from harness.tracking.callbacks import PARENT_FILE, count_jobs, sweep_name
 from harness.evaluation.plots import chunk_size_figure, histogram, rank_curve_figure
 from harness.experiment.run import chunk_sample, execute
+from harness.tracking.callbacks import PARENT_FILE, count_jobs, sweep_name
 from harness.tracking.tracker import HOST_TAG, JOB_TAG, PARENT_TAG, PID_START_TAG, PID_TAG, STALE_TAG, SWEEP_TAG, Tracker
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
@@ -80,7 +80,7 @@ def _artifact(client, run_id: str, path: str, tmp_path) -> bytes:
 
 @pytest.mark.slow
 def test_two_job_sweep_has_one_parent_two_children_and_their_artifacts(tmp_path, kestrel):
-    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    uri = fresh_store(tmp_path / "mlflow.db")
     proc = _sweep(tmp_path, uri, ["chunker.chunk_size=100,150"])
     client, parents, children = _all_runs(uri)
 
@@ -166,7 +166,7 @@ def test_two_job_sweep_has_one_parent_two_children_and_their_artifacts(tmp_path,
 
 @pytest.mark.slow
 def test_three_job_sweep_with_a_failing_middle_job(tmp_path):
-    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    uri = fresh_store(tmp_path / "mlflow.db")
     proc = _sweep(tmp_path, uri, ["chunker.chunk_size=100,0,150"], check_rc=1)  # Hydra exits 1 when a job failed
     client, parents, children = _all_runs(uri)
     assert len(parents) == 1 and len(children) == 3

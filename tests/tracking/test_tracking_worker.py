@@ -12,8 +12,7 @@ from pathlib import Path
 
 import mlflow
 import pytest
-
-from conftest import PROJECT_ROOT, compose
+from conftest import PROJECT_ROOT, compose, fresh_store
 
 BM25 = ["retriever=bm25", "dataset.path=" + str(PROJECT_ROOT / "datasets" / "kestrel_kb"), "stats.bootstrap=0"]
 
@@ -24,9 +23,10 @@ def _runs(uri: str, experiment: str = "kestrel_kb"):
     return [] if exp is None else client.search_runs([exp.experiment_id])
 
 
+@pytest.mark.slow
 def test_jobs_of_one_process_share_one_worker_and_a_dead_worker_is_replaced(tracking_uri):
-    from harness.tracking import worker as tracking_worker
     from harness.experiment.run import execute
+    from harness.tracking import worker as tracking_worker
 
     first = execute(compose([f"tracking.uri={tracking_uri}", *BM25, "chunker.chunk_size=120"]))
     pid = tracking_worker.worker().process.pid
@@ -47,6 +47,7 @@ def test_jobs_of_one_process_share_one_worker_and_a_dead_worker_is_replaced(trac
         assert logged["time.tracking_wait_s"] >= 0.0
 
 
+@pytest.mark.slow
 def test_a_finished_configuration_is_skipped_before_anything_is_embedded(tracking_uri, tmp_path):
     """resume finds the FINISHED run in the worker; the job waits for that answer before its
     first embedding block, so a skip with an empty embedding cache embeds nothing."""
@@ -65,6 +66,7 @@ def test_a_finished_configuration_is_skipped_before_anything_is_embedded(trackin
     assert len(_runs(tracking_uri)) == 1
 
 
+@pytest.mark.slow
 def test_a_bad_parameter_is_recorded_failed_through_the_worker(tracking_uri):
     from harness.experiment.run import execute
 
@@ -103,10 +105,11 @@ def test_the_worker_refuses_anything_but_logging_methods(tracking_uri):
     assert w.alive and w.pending == 0  # an error reply leaves the worker usable
 
 
+@pytest.mark.slow
 def test_a_sigkilled_job_process_leaves_its_run_killed_not_running(tmp_path):
     """Only the job's process is killed (not its process group): the worker sees the
     connection close, closes the open run as KILLED and exits."""
-    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    uri = fresh_store(tmp_path / "mlflow.db")
     mlflow.MlflowClient(uri).search_experiments()  # the store exists (migrated) before the job and this test both poll it
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "PYTHONFAULTHANDLER": "1"}
     proc = subprocess.Popen(
@@ -167,6 +170,7 @@ def _state(pid: int) -> str:
     return ""
 
 
+@pytest.mark.slow
 def test_an_error_in_a_pipelined_logging_call_still_fails_the_run(tracking_uri, tmp_path):
     """Logging calls are sent without waiting; the error of one comes back when the run
     closes, and the run is FAILED with it (the calls after it were still carried out)."""

@@ -1,0 +1,417 @@
+"""Reading logged runs back, and adding to a finished run: the MLflow reads of the project.
+
+Every caller outside :mod:`harness.tracking` that needs something from the tracking store
+comes here: the experiment name of a config (:func:`experiment_name`), the runs of an
+experiment (:func:`search_runs`, every page), one run (:func:`get_run`,
+:func:`find_run_by_name`), a run's ``per_query.csv`` (:func:`load_run`), the listing table
+of ``harness compare`` (:func:`list_runs`), and tags, metrics and text added to a run that
+already ended (:func:`annotate_run`, used by the release gate and the Optuna search).
+
+Runs come back as :class:`RunRecord`, plain data with no MLflow object inside, so the
+layers above never touch MLflow's entities. Every client call goes through
+:class:`~harness.tracking.tracker.SignalSafeClient`: a Ctrl-C during a write is delivered
+when the call returns, so it cannot leave a SQLite store locked for the writes that follow
+(the KILLED status of the interrupted run).
+
+Errors: an unknown experiment raises :class:`UnknownExperiment` (it lists the experiments
+that exist), an unknown run :class:`UnknownRun`, an invalid search filter
+:class:`InvalidFilter` (a ``ValueError``), and any other failure of the store
+(unreachable server, broken database) :class:`TrackingStoreError`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterator, Mapping, Sequence
+
+from harness.tracking.tracker import MAX_PARAMS_PER_BATCH, MAX_TAG_VALUE, SWEEP_TAG, SignalSafeClient, store_lock
+
+#: MLflow's page size limit for run searches; :func:`search_runs` follows the pages.
+PAGE_SIZE = 1000
+
+
+class TrackingStoreError(RuntimeError):
+    """The tracking store failed (unreachable server, broken database); the message names its URI."""
+
+
+class UnknownExperiment(LookupError):
+    """No experiment of that name in the store.
+
+    Attributes:
+        name: the name asked for.
+        existing: names of the experiments the store holds, sorted.
+    """
+
+    def __init__(self, name: str, existing: Sequence[str]) -> None:
+        self.name, self.existing = name, list(existing)
+        super().__init__(f"no experiment named {name!r} in the tracking store; experiments there: {self.existing}")
+
+
+class UnknownRun(LookupError):
+    """No run with that id in the store."""
+
+
+class InvalidFilter(ValueError):
+    """A search filter MLflow rejects.
+
+    Attributes:
+        query: the filter string sent to MLflow.
+        detail: MLflow's message.
+    """
+
+    def __init__(self, query: str, detail: str) -> None:
+        self.query, self.detail = query, detail
+        super().__init__(f"invalid MLflow search filter {query!r}: {detail}")
+
+
+@dataclass(frozen=True)
+class RunRecord:
+    """One logged run as plain data.
+
+    Attributes:
+        run_id: MLflow run id (hex).
+        name: run name (the id when the run has none).
+        experiment_id: id of its experiment.
+        status: ``FINISHED``, ``RUNNING``, ``FAILED``, ``KILLED`` or ``SCHEDULED``.
+        start_time: start as Unix time in milliseconds (0 when unknown).
+        params: logged params, name -> string value.
+        metrics: latest value of each logged metric, MLflow key (``recall_at_5``) -> float.
+        tags: run tags, name -> string value.
+    """
+
+    run_id: str
+    name: str
+    experiment_id: str
+    status: str
+    start_time: int
+    params: Mapping[str, str] = field(default_factory=dict)
+    metrics: Mapping[str, float] = field(default_factory=dict)
+    tags: Mapping[str, str] = field(default_factory=dict)
+
+
+def experiment_name(cfg: Any) -> str:
+    """The MLflow experiment a config's runs are logged to: ``tracking.experiment`` when set
+    (not null, not empty), else ``dataset.name``.
+
+    The one statement of this rule; the run, a sweep's parent, the release gate, the Optuna
+    search and ``harness compare`` all call it.
+
+    Args:
+        cfg: the composed project config (anything with ``cfg.tracking.experiment`` and
+            ``cfg.dataset.name`` attributes, e.g. an OmegaConf ``DictConfig``).
+    """
+    return str(cfg.tracking.experiment or cfg.dataset.name)
+
+
+def open_client(uri: str) -> SignalSafeClient:
+    """An MLflow client of the store ``uri`` whose calls hold back Ctrl-C and SIGTERM
+    (:class:`~harness.tracking.tracker.SignalSafeClient`)."""
+    from harness.runtime import long_lived
+
+    with long_lived("mlflow"):  # as in Tracker: MLflow's modules stay for the whole process
+        import mlflow
+
+    return SignalSafeClient(mlflow.MlflowClient(uri))
+
+
+@contextlib.contextmanager
+def _store_errors(uri: str) -> Iterator[None]:
+    """Turn an ``MlflowException`` of the body into :class:`TrackingStoreError` (filter errors
+    into :class:`InvalidFilter` where the caller raised them)."""
+    from mlflow.exceptions import MlflowException
+
+    try:
+        yield
+    except MlflowException as exc:
+        raise TrackingStoreError(f"tracking store {uri}: {exc.message}") from exc
+
+
+def prepare_store(uri: str) -> None:
+    """Create (and on first use migrate) the store ``uri`` now, one process at a time for a
+    SQLite store, so that a later timed step does not pay for it.
+
+    Raises:
+        TrackingStoreError: the store cannot be opened.
+    """
+    with store_lock(uri), _store_errors(uri):
+        open_client(uri).search_experiments(max_results=1)
+
+
+def _record(run: Any) -> RunRecord:
+    info, data = run.info, run.data
+    return RunRecord(
+        run_id=info.run_id,
+        name=info.run_name or info.run_id,
+        experiment_id=info.experiment_id,
+        status=info.status,
+        start_time=int(info.start_time or 0),
+        params=dict(data.params),
+        metrics=dict(data.metrics),
+        tags=dict(data.tags),
+    )
+
+
+def experiment_id(uri: str, experiment: str) -> str:
+    """Id of the experiment called ``experiment``.
+
+    Raises:
+        UnknownExperiment: no such experiment (the message lists those that exist).
+        TrackingStoreError: the store failed.
+    """
+    client = open_client(uri)
+    with _store_errors(uri):
+        exp = client.get_experiment_by_name(experiment)
+        if exp is None:
+            raise UnknownExperiment(experiment, sorted(e.name for e in client.search_experiments()))
+    return exp.experiment_id
+
+
+def search_runs(
+    uri: str,
+    experiment: str,
+    filter_string: str = "",
+    order_by: Sequence[str] | None = None,
+    max_results: int | None = None,
+) -> list[RunRecord]:
+    """Active (not deleted) runs of ``experiment`` matching ``filter_string``, following
+    MLflow's pages until ``max_results`` runs (None: all of them).
+
+    Args:
+        uri: tracking URI.
+        experiment: experiment name.
+        filter_string: MLflow search syntax, e.g. ``"tags.chunker = 'fixed' and
+            attributes.status = 'FINISHED'"``; empty for every run.
+        order_by: MLflow order clauses, e.g. ``["attributes.start_time DESC"]`` (default:
+            MLflow's, newest first).
+        max_results: at most this many runs (>= 1), or None.
+
+    Raises:
+        UnknownExperiment: no experiment of that name.
+        InvalidFilter: MLflow rejects the filter or an order clause.
+        TrackingStoreError: the store failed.
+        ValueError: ``max_results`` < 1.
+    """
+    from mlflow.entities import ViewType
+    from mlflow.exceptions import MlflowException
+
+    if max_results is not None and (isinstance(max_results, bool) or not isinstance(max_results, int) or max_results < 1):
+        raise ValueError(f"max_results must be an integer >= 1 or None, got {max_results!r}")
+    exp_id = experiment_id(uri, experiment)
+    client = open_client(uri)
+    runs: list[RunRecord] = []
+    token = None
+    with _store_errors(uri):
+        while max_results is None or len(runs) < max_results:
+            size = PAGE_SIZE if max_results is None else min(PAGE_SIZE, max_results - len(runs))
+            try:
+                page = client.search_runs(
+                    [exp_id], filter_string=filter_string, run_view_type=ViewType.ACTIVE_ONLY, max_results=size, order_by=list(order_by or []) or None, page_token=token
+                )
+            except MlflowException as exc:
+                if exc.error_code == "INVALID_PARAMETER_VALUE":  # bad filter syntax, unknown attribute
+                    raise InvalidFilter(filter_string, exc.message) from exc
+                raise
+            runs.extend(_record(r) for r in page)
+            token = page.token
+            if not token:
+                break
+    return runs
+
+
+def get_run(uri: str, run_id: str) -> RunRecord:
+    """The run ``run_id``.
+
+    Raises:
+        UnknownRun: no run with that id (MLflow's message kept).
+        TrackingStoreError: the store failed otherwise.
+    """
+    from mlflow.exceptions import MlflowException
+
+    try:
+        return _record(open_client(uri).get_run(run_id))
+    except MlflowException as exc:
+        if exc.error_code in ("RESOURCE_DOES_NOT_EXIST", "INVALID_PARAMETER_VALUE"):
+            raise UnknownRun(f"run {run_id!r} not found in the tracking store {uri}: {exc.message}") from exc
+        raise TrackingStoreError(f"tracking store {uri}: {exc.message}") from exc
+
+
+def find_run_by_name(uri: str, experiment: str, run_name: str) -> RunRecord | None:
+    """The newest active run called ``run_name`` in ``experiment``, or None (also when the
+    experiment does not exist).
+
+    Raises:
+        ValueError: ``run_name`` holds a single quote (not expressible in the filter used).
+        TrackingStoreError: the store failed.
+    """
+    if "'" in run_name:
+        raise ValueError(f"run_name must not contain a single quote, got {run_name!r}")
+    try:
+        runs = search_runs(uri, experiment, f"tags.`mlflow.runName` = '{run_name}'", order_by=["attributes.start_time DESC"], max_results=1)
+    except UnknownExperiment:
+        return None
+    return runs[0] if runs else None
+
+
+def download_artifact(uri: str, run_id: str, artifact_path: str, dest_dir: str | Path) -> Path:
+    """Copy the artifact ``artifact_path`` of run ``run_id`` into ``dest_dir``; returns the local path.
+
+    Raises:
+        TrackingStoreError: the run has no such artifact, or the store failed (MLflow's message kept).
+    """
+    Path(dest_dir).mkdir(parents=True, exist_ok=True)
+    try:
+        return Path(open_client(uri).download_artifacts(run_id, artifact_path, str(dest_dir)))
+    except Exception as exc:  # MlflowException, or OSError from a file store
+        raise TrackingStoreError(f"run {run_id}: artifact {artifact_path!r} not available from {uri}: {exc}") from exc
+
+
+def load_run(uri: str, run_id: str, workdir: str | Path):
+    """A run's tags and its ``per_query.csv`` artifact as a
+    :class:`harness.evaluation.compare.LoggedRun` (``query_id`` read as text).
+
+    Args:
+        uri: tracking URI.
+        run_id: MLflow run id.
+        workdir: folder the artifact is downloaded into (``<workdir>/<run_id>/``).
+
+    Raises:
+        harness.evaluation.compare.CompareError: unknown run id, the run has no
+            ``per_query.csv`` (e.g. it FAILED before scoring), or the table has no
+            ``query_id`` column.
+    """
+    import pandas as pd
+
+    from harness.evaluation.compare import PER_QUERY_ARTIFACT, CompareError, LoggedRun
+
+    try:
+        run = get_run(uri, run_id)
+    except (UnknownRun, TrackingStoreError) as exc:
+        raise CompareError(f"run {run_id!r} not found in the tracking store: {exc}") from exc
+    try:
+        local = download_artifact(uri, run_id, PER_QUERY_ARTIFACT, Path(workdir) / run_id)
+    except TrackingStoreError as exc:
+        raise CompareError(
+            f"run {run.name} ({run_id}) has no {PER_QUERY_ARTIFACT} artifact (status {run.status}); only finished runs can be compared: {exc}"
+        ) from exc
+    table = pd.read_csv(local, dtype={"query_id": str}, keep_default_na=False, na_values=[""])
+    if "query_id" not in table.columns:
+        raise CompareError(f"run {run.name} ({run_id}): {PER_QUERY_ARTIFACT} has no query_id column")
+    return LoggedRun(run_id, run.name, run.tags.get("dataset_fingerprint"), table)
+
+
+def tag_filter(tags: Sequence[str]) -> str:
+    """MLflow filter clauses for ``KEY=VALUE`` strings, joined with ``and``.
+
+    ``["chunker=fixed", "mlflow.user=ana"]`` -> ``"tags.`chunker` = 'fixed' and tags.`mlflow.user` = 'ana'"``.
+
+    Raises:
+        ValueError: an item has no ``=`` or an empty key, a key holds a backtick, or a
+            value holds both quote characters (MLflow's filter grammar cannot express it).
+    """
+    clauses = []
+    for item in tags:
+        key, sep, value = item.partition("=")
+        key = key.strip()
+        if not sep or not key:
+            raise ValueError(f"--tag must look like KEY=VALUE (e.g. chunker=fixed), got {item!r}")
+        if "`" in key:
+            raise ValueError(f"--tag key must not contain a backtick, got {key!r}")
+        if "'" in value and '"' in value:
+            raise ValueError(f"--tag value cannot contain both ' and \", got {value!r}")
+        quote = '"' if "'" in value else "'"
+        clauses.append(f"tags.`{key}` = {quote}{value}{quote}")
+    return " and ".join(clauses)
+
+
+def list_runs(
+    uri: str,
+    experiment: str,
+    k: int = 5,
+    filter_string: str | None = None,
+    tags: Sequence[str] = (),
+    sort: str | None = None,
+    ascending: bool = False,
+    limit: int | None = None,
+    all_statuses: bool = False,
+):
+    """The evaluation runs of one experiment as the table of ``harness compare`` (columns and
+    order: :func:`harness.evaluation.compare.runs_table`).
+
+    Runs listed: active (not deleted) runs matching ``filter_string`` (MLflow search
+    syntax, e.g. ``"tags.chunker = 'fixed' and params.chunker.chunk_size = '200'"``) and
+    every ``KEY=VALUE`` of ``tags``; only FINISHED ones unless ``all_statuses``. A sweep's
+    parent run (tag ``harness.sweep=parent``) and runs without ``recall@k`` (failed before
+    scoring) are left out unless ``all_statuses``.
+
+    Raises:
+        UnknownExperiment: no experiment named ``experiment`` (the message lists those that exist).
+        harness.evaluation.compare.CompareError: ``sort`` names neither a column nor a
+            metric any listed run logged.
+        ValueError: ``k`` < 1, ``limit`` < 1, a malformed ``tags`` item, or an invalid
+            ``filter_string`` (MLflow's message is kept).
+        TrackingStoreError: the store failed.
+    """
+    from harness.evaluation.compare import runs_table
+    from harness.evaluation.metrics import mlflow_key
+
+    if isinstance(k, bool) or not isinstance(k, int) or k < 1:
+        raise ValueError(f"k must be an integer >= 1, got {k!r}")
+    if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 1):
+        raise ValueError(f"limit must be an integer >= 1, got {limit!r}")
+    clauses = [c for c in (filter_string, tag_filter(tags)) if c and c.strip()]
+    if not all_statuses:
+        clauses.append("attributes.status = 'FINISHED'")
+    query = " and ".join(clauses)
+    try:
+        runs = search_runs(uri, experiment, query)
+    except InvalidFilter as exc:
+        raise ValueError(f"invalid --filter {filter_string!r} (search string sent: {query!r}): {exc.detail}") from exc
+    if not all_statuses:
+        recall_key = mlflow_key(f"recall@{k}")
+        runs = [r for r in runs if r.tags.get(SWEEP_TAG) != "parent" and recall_key in r.metrics]
+    return runs_table(runs, k=k, sort=sort, ascending=ascending, limit=limit, with_status=all_statuses)
+
+
+def annotate_run(
+    uri: str,
+    run_id: str,
+    tags: Mapping[str, Any] | None = None,
+    metrics: Mapping[str, float] | None = None,
+    texts: Mapping[str, str] | None = None,
+) -> None:
+    """Add tags, metrics and text artifacts to the existing run ``run_id`` (which may have
+    ended), through the signal-safe client.
+
+    Args:
+        uri: tracking URI.
+        run_id: MLflow run id.
+        tags: name -> value (values as ``str``, cut to MLflow's tag limit).
+        metrics: name -> value, logged at step 0 under MLflow-safe keys (``recall@5.p`` ->
+            ``recall_at_5.p``, :func:`harness.evaluation.metrics.mlflow_key`).
+        texts: artifact file name (e.g. ``gate_report.md``) -> its text.
+
+    Raises:
+        UnknownRun: no run with that id.
+        TrackingStoreError: the store failed.
+    """
+    from mlflow.entities import Metric, RunTag
+    from mlflow.exceptions import MlflowException
+
+    from harness.evaluation.metrics import mlflow_key
+
+    client = open_client(uri)
+    now = int(time.time() * 1000)
+    metric_items = [Metric(mlflow_key(k), float(v), now, 0) for k, v in (metrics or {}).items()]
+    tag_items = [RunTag(str(k), str(v)[:MAX_TAG_VALUE]) for k, v in (tags or {}).items()]
+    try:
+        for i in range(0, max(len(metric_items), len(tag_items)), MAX_PARAMS_PER_BATCH):
+            client.log_batch(run_id, metrics=metric_items[i : i + MAX_PARAMS_PER_BATCH], tags=tag_items[i : i + MAX_PARAMS_PER_BATCH])
+        for artifact_file, text in (texts or {}).items():
+            client.log_text(run_id, text, artifact_file)
+    except MlflowException as exc:
+        if exc.error_code == "RESOURCE_DOES_NOT_EXIST":
+            raise UnknownRun(f"run {run_id!r} not found in the tracking store {uri}: {exc.message}") from exc
+        raise TrackingStoreError(f"tracking store {uri}: {exc.message}") from exc

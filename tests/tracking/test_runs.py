@@ -1,0 +1,139 @@
+"""Reading runs back and adding to finished runs (:mod:`harness.tracking.runs`), on real
+MLflow SQLite stores under ``tmp_path``; runs are written with :class:`Tracker` (as a job
+writes them) and checked with MLflow's own client."""
+
+from __future__ import annotations
+
+import signal
+import threading
+
+import mlflow
+import pandas as pd
+import pytest
+from conftest import compose
+
+from harness.evaluation.compare import CompareError
+from harness.tracking import runs
+from harness.tracking.tracker import Tracker
+
+
+@pytest.fixture
+def store(tmp_path):
+    """Five finished runs ``r0``..``r4`` (in that order, metric ``x`` = index, param ``size``,
+    tag ``kind`` even/odd), one FAILED run ``broken``, a second run also called ``r2``, and an
+    empty experiment ``other``."""
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    tracker = Tracker(uri, "exp")
+    ids = {}
+    for i in range(5):
+        with tracker.run(f"r{i}", tags={"kind": "even" if i % 2 == 0 else "odd"}):
+            tracker.log_params({"size": 100 * i})
+            tracker.log_metrics({"x": float(i)})
+        ids[f"r{i}"] = tracker.run_id
+    with pytest.raises(RuntimeError), tracker.run("broken"):
+        raise RuntimeError("boom")
+    ids["broken"] = tracker.run_id
+    with tracker.run("r2"):
+        tracker.log_metrics({"x": 20.0})
+    ids["r2-again"] = tracker.run_id
+    Tracker(uri, "other")
+    return {"uri": uri, "ids": ids, "tmp": tmp_path}
+
+
+def test_experiment_name_is_the_configured_one_else_the_dataset_name():
+    assert runs.experiment_name(compose([])) == "kestrel_kb"  # conf: tracking.experiment null, dataset kestrel_kb
+    assert runs.experiment_name(compose(["tracking.experiment=mine"])) == "mine"
+    assert runs.experiment_name(compose(["tracking.experiment=", "dataset.name=renamed"])) == "renamed"
+
+
+def test_search_follows_pages_and_keeps_order(store, monkeypatch):
+    monkeypatch.setattr(runs, "PAGE_SIZE", 2)  # 7 runs over 4 pages of the real store
+    found = runs.search_runs(store["uri"], "exp", order_by=["attributes.start_time ASC"])
+    ids = store["ids"]
+    assert [r.run_id for r in found] == [ids[n] for n in ("r0", "r1", "r2", "r3", "r4", "broken", "r2-again")]
+    assert len(runs.search_runs(store["uri"], "exp", max_results=3)) == 3
+    finished_even = runs.search_runs(store["uri"], "exp", "tags.kind = 'even' and attributes.status = 'FINISHED'", order_by=["metrics.x DESC"])
+    assert [r.name for r in finished_even] == ["r4", "r2", "r0"]
+    assert runs.search_runs(store["uri"], "other") == []
+
+
+def test_run_records_are_plain_data(store):
+    record = runs.get_run(store["uri"], store["ids"]["r3"])
+    assert (record.name, record.status, record.params["size"], record.metrics["x"], record.tags["kind"]) == ("r3", "FINISHED", "300", 3.0, "odd")
+    logged = mlflow.MlflowClient(store["uri"]).get_run(store["ids"]["r3"])
+    assert record.start_time == logged.info.start_time and record.experiment_id == logged.info.experiment_id
+    assert runs.get_run(store["uri"], store["ids"]["broken"]).status == "FAILED"
+
+
+def test_lookup_errors_name_what_is_missing(store):
+    with pytest.raises(runs.UnknownExperiment, match=r"no experiment named 'nope'.*'exp'.*'other'") as err:
+        runs.search_runs(store["uri"], "nope")
+    assert {"exp", "other"} <= set(err.value.existing)
+    with pytest.raises(runs.InvalidFilter, match="invalid MLflow search filter"):
+        runs.search_runs(store["uri"], "exp", "params.size >< 3")
+    with pytest.raises(runs.UnknownRun, match="0" * 32):
+        runs.get_run(store["uri"], "0" * 32)
+    with pytest.raises(ValueError, match="max_results"):
+        runs.search_runs(store["uri"], "exp", max_results=0)
+
+
+def test_find_run_by_name_gives_the_newest(store):
+    assert runs.find_run_by_name(store["uri"], "exp", "r2").run_id == store["ids"]["r2-again"]
+    assert runs.find_run_by_name(store["uri"], "exp", "r9") is None
+    assert runs.find_run_by_name(store["uri"], "nope", "r2") is None
+
+
+def test_load_run_reads_the_per_query_table(tmp_path):
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    tracker = Tracker(uri, "exp")
+    table = pd.DataFrame({"query_id": ["007", "8"], "recall@5": [1.0, 0.5]})
+    with tracker.run("scored", tags={"dataset_fingerprint": "abc"}):
+        tracker.log_dataframe_csv(table, "per_query.csv")
+    scored = tracker.run_id
+    with tracker.run("unscored"):
+        pass
+    logged = runs.load_run(uri, scored, tmp_path / "work")
+    assert (logged.run_id, logged.name, logged.fingerprint) == (scored, "scored", "abc")
+    assert logged.per_query["query_id"].tolist() == ["007", "8"]  # ids stay text: no leading zero lost
+    assert logged.per_query["recall@5"].tolist() == [1.0, 0.5]
+    with pytest.raises(CompareError, match="has no per_query.csv artifact"):
+        runs.load_run(uri, tracker.run_id, tmp_path / "work")
+    with pytest.raises(CompareError, match="not found"):
+        runs.load_run(uri, "f" * 32, tmp_path / "work")
+
+
+def test_annotate_run_adds_tags_metrics_and_text_to_a_finished_run(store):
+    run_id = store["ids"]["r1"]
+    many = {f"gate.m{i}@5.p": i / 1000 for i in range(250)}  # more than one batch
+    runs.annotate_run(store["uri"], run_id, tags={"gate": "pass", "long": "y" * 9000}, metrics=many, texts={"gate_report.md": "# report\n"})
+    logged = mlflow.MlflowClient(store["uri"]).get_run(run_id)
+    assert logged.info.status == "FINISHED"
+    assert logged.data.tags["gate"] == "pass" and len(logged.data.tags["long"]) == 8000
+    assert logged.data.metrics["gate.m7_at_5.p"] == pytest.approx(0.007)
+    assert sum(k.startswith("gate.m") for k in logged.data.metrics) == 250
+    path = mlflow.MlflowClient(store["uri"]).download_artifacts(run_id, "gate_report.md", str(store["tmp"]))
+    assert open(path, encoding="utf-8").read() == "# report\n"
+    with pytest.raises(runs.UnknownRun):
+        runs.annotate_run(store["uri"], "e" * 32, tags={"a": "b"})
+
+
+@pytest.mark.skipif(threading.current_thread() is not threading.main_thread(), reason="signals reach the main thread only")
+def test_ctrl_c_while_annotating_leaves_the_store_writable(store):
+    """SIGINT arrives while many small batches are written: it surfaces as KeyboardInterrupt
+    once a call has returned, and the store takes the next write (no "database is locked")."""
+    run_id = store["ids"]["r0"]
+    metrics = {f"m{i}": float(i) for i in range(20000)}  # 200 batches: far longer than the timer
+    timer = threading.Timer(0.2, signal.raise_signal, args=(signal.SIGINT,))
+    timer.start()
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            runs.annotate_run(store["uri"], run_id, metrics=metrics)
+    finally:
+        timer.cancel()
+    runs.annotate_run(store["uri"], run_id, tags={"after": "ctrl-c"})
+    client = mlflow.MlflowClient(store["uri"])
+    client.set_terminated(run_id, "KILLED")
+    logged = client.get_run(run_id)
+    assert logged.data.tags["after"] == "ctrl-c" and logged.info.status == "KILLED"
+    written = [k for k in logged.data.metrics if k.startswith("m")]
+    assert 0 < len(written) < len(metrics) and len(written) % 100 == 0  # whole batches only
