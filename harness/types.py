@@ -91,9 +91,7 @@ class Chunk:
         for start, end in self.spans:
             _check_span(start, end, f"Chunk {self.chunk_id!r}")
             if start < previous_end:
-                raise ValueError(
-                    f"Chunk {self.chunk_id!r}: spans must be sorted and non-overlapping, got {self.spans}"
-                )
+                raise ValueError(f"Chunk {self.chunk_id!r}: spans must be sorted and non-overlapping, got {self.spans}")
             previous_end = end
 
     @classmethod
@@ -121,9 +119,7 @@ class Chunk:
         spans = tuple((int(s), int(e)) for s, e in spans)
         for start, end in spans:
             if end > len(doc.text):
-                raise ValueError(
-                    f"span [{start}, {end}) is outside document {doc.doc_id!r} of length {len(doc.text)}"
-                )
+                raise ValueError(f"span [{start}, {end}) is outside document {doc.doc_id!r} of length {len(doc.text)}")
         source_text = "".join(doc.text[s:e] for s, e in spans)
         meta = dict(metadata or {})
         meta.setdefault("n_chars", sum(e - s for s, e in spans))

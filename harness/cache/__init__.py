@@ -449,8 +449,7 @@ class EmbeddingCache:
                 os.replace(side, target.with_name(target.name + suffix))
         self.moved_aside.append(target)
         warnings.warn(
-            f"embedding cache {self.path} is unreadable ({exc}); moved it aside to {target} and continuing with "
-            "an empty cache (its vectors are recomputed)",
+            f"embedding cache {self.path} is unreadable ({exc}); moved it aside to {target} and continuing with an empty cache (its vectors are recomputed)",
             stacklevel=4,
         )
 
@@ -522,8 +521,7 @@ class EmbeddingCache:
             for i in range(0, len(keys), self._QUERY_BATCH):
                 part = keys[i : i + self._QUERY_BATCH]
                 rows = conn.execute(
-                    "SELECT model_key, text_key, dim, vec, checksum FROM vectors"
-                    f" WHERE model_key = ? AND text_key IN ({','.join('?' * len(part))})",
+                    f"SELECT model_key, text_key, dim, vec, checksum FROM vectors WHERE model_key = ? AND text_key IN ({','.join('?' * len(part))})",
                     (model_key, *part),
                 ).fetchall()
                 for mk, tk, d, blob, checksum in rows:
@@ -619,6 +617,7 @@ class EmbeddingCache:
                 return int(conn.execute("SELECT COUNT(*) FROM vectors").fetchone()[0])
 
         return self._guarded(read)
+
 
 # -- chunk sets -----------------------------------------------------------------------------
 def _chunk_to_json(c) -> dict[str, Any]:

@@ -108,8 +108,7 @@ def adapter_chunks(
             if n > limit[2]:
                 if on_oversize == "error":
                     raise ValueError(
-                        f"{library}: chunk {i} of document {doc.doc_id!r} has {n} {limit[0]} > chunk_size "
-                        f"{limit[2]}; set chunker.on_oversize=split to cut it"
+                        f"{library}: chunk {i} of document {doc.doc_id!r} has {n} {limit[0]} > chunk_size {limit[2]}; set chunker.on_oversize=split to cut it"
                     )
                 windows = window_atoms(doc.text, span[0], span[1], counter, limit[2], 0)
         for w in windows:

@@ -54,8 +54,7 @@ OPTIONAL_TYPES = frozenset({"document"})
 EXTRACTED_TYPES = frozenset({"pdf", "html"})
 
 CODE_EXTENSIONS = frozenset(
-    ".py .pyi .js .mjs .cjs .jsx .ts .tsx .java .kt .scala .go .rs .c .h .cc .cpp .hpp .cs .rb .php "
-    ".swift .m .sh .bash .zsh .ps1 .lua .r .jl .sql .pl".split()
+    ".py .pyi .js .mjs .cjs .jsx .ts .tsx .java .kt .scala .go .rs .c .h .cc .cpp .hpp .cs .rb .php .swift .m .sh .bash .zsh .ps1 .lua .r .jl .sql .pl".split()
 )
 TABLE_EXTENSIONS = frozenset({".csv", ".tsv"})
 MARKDOWN_EXTENSIONS = frozenset({".md", ".markdown", ".mdx"})
@@ -157,8 +156,7 @@ class AdaptiveChunker(Chunker):
         missing = [t for t in DOC_TYPES if t not in routes and t not in OPTIONAL_TYPES]
         if unknown or missing:
             raise ValueError(
-                f"chunker.routes must map the document types {list(DOC_TYPES)} ({sorted(OPTIONAL_TYPES)} optional); "
-                f"missing {missing}, unknown {unknown}"
+                f"chunker.routes must map the document types {list(DOC_TYPES)} ({sorted(OPTIONAL_TYPES)} optional); missing {missing}, unknown {unknown}"
             )
         if "document" not in routes and isinstance(routes.get("prose"), Mapping):
             modality = "harness.chunkers.modality.ModalityChunker"

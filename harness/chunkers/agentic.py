@@ -220,9 +220,7 @@ class AgenticChunker(SizedChunker):
             self.counters["llm.replies"] += 1
             groups = parse_groups(reply, len(window))
         except LLMRequestError as exc:
-            raise LLMRequestError(
-                f"{exc}; if the prompt exceeds the model's context, lower chunker.window_sentences or chunker.preview_chars"
-            ) from None
+            raise LLMRequestError(f"{exc}; if the prompt exceeds the model's context, lower chunker.window_sentences or chunker.preview_chars") from None
         except (ReplyRejected, LLMResponseError) as exc:
             reason = exc.reason if isinstance(exc, ReplyRejected) else "invalid_response"
             self.counters["llm.rejected_replies"] += 1
@@ -268,9 +266,7 @@ class AgenticChunker(SizedChunker):
         asked = self.counters["agentic.llm_windows"] - before[1]
         if rejected:
             reasons = ", ".join(f"{r}={self.counters[f'llm.rejected.{r}']}" for r in REJECT_REASONS if self.counters[f"llm.rejected.{r}"])
-            log.warning(
-                "agentic: %d of %d LLM replies rejected (%s); those windows were split by sentence packing", rejected, asked, reasons
-            )
+            log.warning("agentic: %d of %d LLM replies rejected (%s); those windows were split by sentence packing", rejected, asked, reasons)
         return chunks
 
     def stats(self) -> dict[str, float]:

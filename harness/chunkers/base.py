@@ -140,9 +140,7 @@ def check_size(name: str, value: int, minimum: int = 1) -> None:
 def check_overlap(size: int, overlap: int) -> None:
     """Raise ``ValueError`` unless ``0 <= chunk_overlap < chunk_size``."""
     if isinstance(overlap, bool) or not isinstance(overlap, int) or overlap < 0 or overlap >= size:
-        raise ValueError(
-            f"chunker.chunk_overlap must be an integer in [0, chunk_size) = [0, {size}), got {overlap!r}"
-        )
+        raise ValueError(f"chunker.chunk_overlap must be an integer in [0, chunk_size) = [0, {size}), got {overlap!r}")
 
 
 #: Smallest size limit accepted in ``unit="tokens"``: one code point alone can take up to 4

@@ -28,8 +28,8 @@ from typing import Callable
 import numpy as np
 
 from harness.chunkers.base import MIN_TOKEN_LIMIT, Chunker, check_limit
-from harness.text.packing import fit_units, fits
 from harness.chunkers.recursive import RecursiveChunker
+from harness.text.packing import fit_units, fits
 from harness.text.sentences import sentence_spans
 from harness.text.units import check_unit, get_counter
 from harness.types import Chunk, Document, Span
@@ -218,7 +218,6 @@ class ClusterSemanticChunker(Chunker):
             return fits(text, pieces[a][0], pieces[b][1], counter, self.max_chunk_size)
 
         segments = _segment(band, mu, allowed)
-        return self.finalize(doc, [
-            Chunk.from_spans(doc, [(pieces[a][0], pieces[b - 1][1])], metadata={"n_pieces": b - a, "pieces": self.pieces})
-            for a, b in segments
-        ])
+        return self.finalize(
+            doc, [Chunk.from_spans(doc, [(pieces[a][0], pieces[b - 1][1])], metadata={"n_pieces": b - a, "pieces": self.pieces}) for a, b in segments]
+        )

@@ -41,6 +41,7 @@ import warnings
 from dataclasses import dataclass
 
 from harness.chunkers.base import Chunker, check_limit
+from harness.chunkers.recursive import RecursiveChunker
 from harness.text.blocks import (
     EXTENSION_LANGUAGES,
     LineIndex,
@@ -51,7 +52,6 @@ from harness.text.blocks import (
     split_region,
     stripped,
 )
-from harness.chunkers.recursive import RecursiveChunker
 from harness.text.units import check_unit, get_counter
 from harness.types import Chunk, Document, Span
 

@@ -32,6 +32,7 @@ from __future__ import annotations
 import re
 
 from harness.chunkers.base import MIN_TOKEN_LIMIT, SizedChunker, fit_prefix, measure
+from harness.chunkers.recursive import RecursiveChunker
 from harness.text.blocks import (
     SizeLimit,
     fence_map,
@@ -41,13 +42,10 @@ from harness.text.blocks import (
     split_region,
     stripped,
 )
-from harness.chunkers.recursive import RecursiveChunker
 from harness.text.units import get_counter
 from harness.types import Chunk, Document
 
-_QUESTION = re.compile(
-    r"^[ \t]{0,3}(?:\*\*|__)?[ \t]*(?:Q|Question)[ \t]*:(?:\*\*|__)?[ \t]*(?P<q>\S.*?)[ \t]*(?:\*\*|__)?[ \t]*$"
-)
+_QUESTION = re.compile(r"^[ \t]{0,3}(?:\*\*|__)?[ \t]*(?:Q|Question)[ \t]*:(?:\*\*|__)?[ \t]*(?P<q>\S.*?)[ \t]*(?:\*\*|__)?[ \t]*$")
 
 
 def question_of(line: str) -> str | None:

@@ -73,10 +73,7 @@ class FixedChunker(Chunker):
         # fields passed by position (doc_id, spans, text, chunk_id, metadata; keywords cost
         # ~20% more): chunk construction is a visible share of the chunking time.
         text, doc_id, unit = doc.text, doc.doc_id, self.unit
-        chunks = [
-            Chunk(doc_id, ((s, e),), text[s:e], f"{doc_id}#{s}-{e}", {"unit": unit, "n_chars": e - s, "size": n})
-            for (s, e), n in zip(spans, sizes)
-        ]
+        chunks = [Chunk(doc_id, ((s, e),), text[s:e], f"{doc_id}#{s}-{e}", {"unit": unit, "n_chars": e - s, "size": n}) for (s, e), n in zip(spans, sizes)]
         if sizes and max(sizes) > self.chunk_size:  # one atom over the limit: cut at code points
             chunks = self.finalize(doc, chunks)
         return chunks

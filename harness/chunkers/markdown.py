@@ -17,6 +17,7 @@ and code blocks/tables are kept whole.
 from __future__ import annotations
 
 from harness.chunkers.base import Chunker, check_limit, fit_prefix, measure
+from harness.chunkers.recursive import RecursiveChunker
 from harness.text.blocks import (
     Block,
     SizeLimit,
@@ -26,7 +27,6 @@ from harness.text.blocks import (
     split_region,
     stripped,
 )
-from harness.chunkers.recursive import RecursiveChunker
 from harness.text.units import check_unit, get_counter, strip_span
 from harness.types import Chunk, Document, Span
 
@@ -100,15 +100,8 @@ class MarkdownChunker(Chunker):
             raise ValueError(f"chunker.prepend_section_path must be a boolean, got {prepend_section_path!r}")
         if isinstance(min_header_level, bool) or not isinstance(min_header_level, int) or not 1 <= min_header_level <= 6:
             raise ValueError(f"chunker.min_header_level must be an integer in [1, 6], got {min_header_level!r}")
-        if (
-            isinstance(max_header_level, bool)
-            or not isinstance(max_header_level, int)
-            or not min_header_level <= max_header_level <= 6
-        ):
-            raise ValueError(
-                f"chunker.max_header_level must be an integer in [min_header_level, 6] = [{min_header_level}, 6], "
-                f"got {max_header_level!r}"
-            )
+        if isinstance(max_header_level, bool) or not isinstance(max_header_level, int) or not min_header_level <= max_header_level <= 6:
+            raise ValueError(f"chunker.max_header_level must be an integer in [min_header_level, 6] = [{min_header_level}, 6], got {max_header_level!r}")
         self.max_chunk_size = max_chunk_size
         self.unit = unit
         self.tokenizer = tokenizer

@@ -57,8 +57,8 @@ from dataclasses import dataclass, field
 from typing import Any, Mapping
 
 from harness.chunkers.base import MIN_TOKEN_LIMIT, Chunker, fit_prefix, measure
-from harness.text.blocks import SizeLimit, extension, is_source_code, markdown_blocks, split_lines, split_region, stripped
 from harness.chunkers.recursive import RecursiveChunker
+from harness.text.blocks import SizeLimit, extension, is_source_code, markdown_blocks, split_lines, split_region, stripped
 from harness.text.units import get_counter, strip_span
 from harness.types import Chunk, Document, Span, make_chunk_id
 
@@ -304,9 +304,7 @@ class ModalityChunker(Chunker):
             kept.append(u)
         return kept
 
-    def _emit(
-        self, doc: Document, span: Span, meta: dict[str, Any], pages, out: list[Chunk], prefix: str = "", flags: dict | None = None
-    ) -> None:
+    def _emit(self, doc: Document, span: Span, meta: dict[str, Any], pages, out: list[Chunk], prefix: str = "", flags: dict | None = None) -> None:
         meta = dict(meta)
         meta.update(flags or {})
         page = _page_of(pages, span[0])
@@ -395,7 +393,9 @@ class ModalityChunker(Chunker):
                 merged = (last.start, unit.end)
                 prefix = last.metadata.get("prefix", "")
                 meta = {k: v for k, v in last.metadata.items() if k not in ("prefix", "n_chars", "size")}
-                out[-1] = Chunk.from_spans(doc, [merged], text=prefix + text[merged[0] : merged[1]], metadata={**meta, **({"prefix": prefix} if prefix else {})})
+                out[-1] = Chunk.from_spans(
+                    doc, [merged], text=prefix + text[merged[0] : merged[1]], metadata={**meta, **({"prefix": prefix} if prefix else {})}
+                )
             else:
                 self._emit(doc, (cs, unit.end), {**base, "rows": [0, 0], "caption_only": True}, pages, out)
 

@@ -261,9 +261,7 @@ class _Split:
             if self.layout is None:
                 first = bisect.bisect_left(bl, max(bl[k] - overlap, bl[k + 1] - size), first, k)
             else:
-                first = self._first_true(
-                    first, k, lambda f: not (self._size(bl[f], bl[k]) > overlap or self._size(bl[f], bl[k + 1]) > size)
-                )
+                first = self._first_true(first, k, lambda f: not (self._size(bl[f], bl[k]) > overlap or self._size(bl[f], bl[k + 1]) > size))
             k += 1
         self._emit(bl[first], bl[hi])
 

@@ -209,13 +209,9 @@ class SemanticChunker(Chunker):
             if not _is_real(breakpoint_amount):
                 raise ValueError(f"chunker.breakpoint_amount must be null or a finite number, got {breakpoint_amount!r}")
             if breakpoint == "gradient" and not 0.0 < breakpoint_amount < 100.0:
-                raise ValueError(
-                    f"chunker.breakpoint_amount must be a percentile in (0, 100) for breakpoint=gradient, got {breakpoint_amount!r}"
-                )
+                raise ValueError(f"chunker.breakpoint_amount must be a percentile in (0, 100) for breakpoint=gradient, got {breakpoint_amount!r}")
             if breakpoint in ("standard_deviation", "interquartile") and breakpoint_amount < 0:
-                raise ValueError(
-                    f"chunker.breakpoint_amount must be >= 0 for breakpoint={breakpoint}, got {breakpoint_amount!r}"
-                )
+                raise ValueError(f"chunker.breakpoint_amount must be >= 0 for breakpoint={breakpoint}, got {breakpoint_amount!r}")
         _check_number_of_chunks(number_of_chunks)
         if number_of_chunks is not None and breakpoint == "threshold":
             raise ValueError(
@@ -229,9 +225,7 @@ class SemanticChunker(Chunker):
             )
         check_limit("max_chunk_size", max_chunk_size, "tokens")
         if isinstance(min_chunk_size, bool) or not isinstance(min_chunk_size, int) or not 0 <= min_chunk_size <= max_chunk_size:
-            raise ValueError(
-                f"chunker.min_chunk_size must be an integer in [0, max_chunk_size] = [0, {max_chunk_size}], got {min_chunk_size!r}"
-            )
+            raise ValueError(f"chunker.min_chunk_size must be an integer in [0, max_chunk_size] = [0, {max_chunk_size}], got {min_chunk_size!r}")
         check_size("buffer_size", buffer_size, minimum=0)
         check_unit("tokens", tokenizer)
         self.breakpoint = breakpoint
@@ -295,10 +289,7 @@ class SemanticChunker(Chunker):
                 groups.append([])
             groups[-1].append(sp)
         meta_base = {"breakpoint": self.breakpoint}
-        return [
-            Chunk.from_spans(doc, [(g[0][0], g[-1][1])], metadata={**meta_base, "n_sentences": len(g)})
-            for g in groups
-        ]
+        return [Chunk.from_spans(doc, [(g[0][0], g[-1][1])], metadata={**meta_base, "n_sentences": len(g)}) for g in groups]
 
     def _tokens(self, text: str, start: int, end: int) -> int:
         return get_counter("tokens", self.tokenizer).count(text[start:end])

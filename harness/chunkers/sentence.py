@@ -63,7 +63,6 @@ class SentenceChunker(SizedChunker):
         counter = get_counter(self.unit, self.tokenizer)
         units = fit_units(text, sentence_spans(text, split_paragraphs=True), counter, self.max_chunk_size)
         groups = pack_units(text, units, counter, self.max_chunk_size, self.overlap_sentences)
-        return self.finalize(doc, [
-            Chunk.from_spans(doc, [span], metadata={"unit": self.unit, "n_sentences": j - i})
-            for (i, j), span in zip(groups, group_spans(units, groups))
-        ])
+        return self.finalize(
+            doc, [Chunk.from_spans(doc, [span], metadata={"unit": self.unit, "n_sentences": j - i}) for (i, j), span in zip(groups, group_spans(units, groups))]
+        )

@@ -19,8 +19,8 @@ from __future__ import annotations
 import csv
 
 from harness.chunkers.base import MIN_TOKEN_LIMIT, Chunker, check_limit, check_size, fit_prefix, measure
-from harness.text.blocks import SizeLimit, extension, markdown_blocks, split_lines, split_region, stripped
 from harness.chunkers.recursive import RecursiveChunker
+from harness.text.blocks import SizeLimit, extension, markdown_blocks, split_lines, split_region, stripped
 from harness.text.units import check_unit, get_counter
 from harness.types import Chunk, Document, Span
 

@@ -204,14 +204,9 @@ class TimestampChunker(Chunker):
 
     # -- chunking ------------------------------------------------------------------------
     def _fallback(self, doc: Document, start: int, end: int) -> list[Chunk]:
-        splitter = RecursiveChunker(
-            chunk_size=self.max_chunk_size, chunk_overlap=0, unit=self.unit, tokenizer=self.tokenizer
-        )
+        splitter = RecursiveChunker(chunk_size=self.max_chunk_size, chunk_overlap=0, unit=self.unit, tokenizer=self.tokenizer)
         meta = {"mode": self.mode, "first_timestamp": None, "last_timestamp": None, "n_messages": 0, "group": None, "fallback": True}
-        return [
-            Chunk.from_spans(doc, [(start + s, start + e)], metadata=meta)
-            for s, e in splitter.split_spans(doc.text[start:end])
-        ]
+        return [Chunk.from_spans(doc, [(start + s, start + e)], metadata=meta) for s, e in splitter.split_spans(doc.text[start:end])]
 
     def chunk(self, doc: Document) -> list[Chunk]:
         text = doc.text

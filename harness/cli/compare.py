@@ -81,7 +81,9 @@ def _list_main(args) -> int:
         print(f"no {'' if args.all_runs else 'finished '}runs in experiment {experiment!r} match (tracking URI: {uri})")
         return 0
     sort = args.sort or f"recall@{args.k}"
-    print(f"experiment {experiment!r}: {len(table)} run(s), sorted by {sort} {'ascending' if args.ascending else 'descending'}; time_s = time.total_s (seconds)\n")
+    print(
+        f"experiment {experiment!r}: {len(table)} run(s), sorted by {sort} {'ascending' if args.ascending else 'descending'}; time_s = time.total_s (seconds)\n"
+    )
     print(format_listing(table, "markdown"))
     print(f"\ntracking URI: {uri}")
     return 0
@@ -102,7 +104,12 @@ def _parser() -> argparse.ArgumentParser:
     ls.add_argument("--k", type=int, default=None, help="rank cut-off of the metric columns (default 5)")
     ls.add_argument("--sort", default=None, metavar="METRIC", help="metric (recall@5, recall_at_5, time.total_s, ...) or column to sort by (default recall@K)")
     ls.add_argument("--ascending", action="store_true", help="sort ascending (default descending)")
-    ls.add_argument("--filter", default=None, metavar="EXPR", help="MLflow search filter, e.g. \"tags.chunker = 'fixed'\" or \"params.chunker.chunk_size = '200'\" (clauses joined by 'and')")
+    ls.add_argument(
+        "--filter",
+        default=None,
+        metavar="EXPR",
+        help="MLflow search filter, e.g. \"tags.chunker = 'fixed'\" or \"params.chunker.chunk_size = '200'\" (clauses joined by 'and')",
+    )
     ls.add_argument("--tag", action="append", default=None, metavar="KEY=VALUE", help="keep runs with this tag value (repeatable; ANDed with --filter)")
     ls.add_argument("--format", choices=LIST_FORMATS, default=None, help="markdown table (default) or csv")
     ls.add_argument("--limit", type=int, default=None, help="show at most this many runs (after sorting)")

@@ -112,10 +112,7 @@ def validate(path: str, fmt: str | None = None, split: str = "test", show: int =
     print(f"  documents:       {len(ds.documents)} ({ds.n_chars:,} characters)")
     print(f"  queries:         {len(ds.queries)} ({multi} with two or more evidence spans)")
     print(f"  evidence spans:  {len(spans)}, median {statistics.median(lengths):.0f} chars, max {max(lengths)}")
-    print(
-        f"  span checks:     {len(spans)}/{len(spans)} in range; "
-        f"{with_text}/{len(spans)} carry an excerpt, each equal to the document text"
-    )
+    print(f"  span checks:     {len(spans)}/{len(spans)} in range; {with_text}/{len(spans)} carry an excerpt, each equal to the document text")
     if fmt == "beir":
         print("  labels:          document level (each evidence span is a whole relevant document)")
     for kind, n in sorted(report.info.items()):
@@ -141,9 +138,7 @@ def validate(path: str, fmt: str | None = None, split: str = "test", show: int =
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        prog="python -m harness.datasets", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
+    parser = argparse.ArgumentParser(prog="python -m harness.datasets", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = parser.add_subparsers(dest="command", required=True)
     v = sub.add_parser("validate", help="check every evidence span of a dataset")
     v.add_argument("path")

@@ -43,7 +43,13 @@ def run(cfg: DictConfig) -> tuple[Generation, Path]:
             dedup_threshold=cfg.dedup_threshold,
         )
     info = {
-        "generator": {"model": client.model, "base_url": client.base_url, "temperature": client.temperature, "max_tokens": client.max_tokens, "seed": client.seed},
+        "generator": {
+            "model": client.model,
+            "base_url": client.base_url,
+            "temperature": client.temperature,
+            "max_tokens": client.max_tokens,
+            "seed": client.seed,
+        },
         "prompt_version": PROMPT_VERSION,
         "prompt": _SYSTEM,
         "sampling": {

@@ -31,7 +31,9 @@ def _parser() -> argparse.ArgumentParser:
         help="folder for mlflow.db, artifacts/ and server.log (default: <project>/mlruns/server)",
     )
     p.add_argument("--host", default="127.0.0.1", help="interface to bind (default 127.0.0.1; the server has no authentication)")
-    p.add_argument("--timeout", type=float, default=DEFAULT_START_TIMEOUT_S, help=f"seconds to wait for the server to answer (default {DEFAULT_START_TIMEOUT_S:g})")
+    p.add_argument(
+        "--timeout", type=float, default=DEFAULT_START_TIMEOUT_S, help=f"seconds to wait for the server to answer (default {DEFAULT_START_TIMEOUT_S:g})"
+    )
     return p
 
 

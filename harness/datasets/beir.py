@@ -182,7 +182,9 @@ def read_beir(path: str | Path, split: str = "test", name: str | None = None) ->
         queries.append(Query(query_id=qid, text=text, evidence=evidence))
     if unjudged:
         first = ", ".join(repr(q) for q in unjudged[:5]) + (", ..." if len(unjudged) > 5 else "")
-        report.problems.append(f"{queries_file}: {len(unjudged)} quer{'y' if len(unjudged) == 1 else 'ies'} not judged in {qrels_file.name} ({first}); excluded")
+        report.problems.append(
+            f"{queries_file}: {len(unjudged)} quer{'y' if len(unjudged) == 1 else 'ies'} not judged in {qrels_file.name} ({first}); excluded"
+        )
     dataset = Dataset(name=name, documents=tuple(documents), queries=tuple(queries), source=str(root), load_report=report)
     check_dataset(dataset)
     return dataset, report

@@ -187,9 +187,7 @@ def load_chroma_general(
         if missing:
             raise DatasetError(f"dataset {name!r}: corpora {missing} not found in {corpora_dir} (have {sorted(files)})")
         files = {c: files[c] for c in corpora}
-    documents = tuple(
-        Document(doc_id=cid, text=read_text(p), metadata={"type": "text", "source": str(p)}) for cid, p in files.items()
-    )
+    documents = tuple(Document(doc_id=cid, text=read_text(p), metadata={"type": "text", "source": str(p)}) for cid, p in files.items())
     queries = []
     report = LoadReport(name)
     reader = csv.DictReader(io.StringIO(read_text_file(questions_file, strip_bom=True), newline=""))
@@ -207,10 +205,7 @@ def load_chroma_general(
             if not refs:  # no evidence: excluded, never scored 0
                 report.add(QUERIES_WITHOUT_EVIDENCE, f"{questions_file}: row {row_no}: question {qid!r} has no references; excluded")
                 continue
-            evidence = tuple(
-                Evidence(doc_id=corpus_id, start=int(r["start_index"]), end=int(r["end_index"]), text=r["content"])
-                for r in refs
-            )
+            evidence = tuple(Evidence(doc_id=corpus_id, start=int(r["start_index"]), end=int(r["end_index"]), text=r["content"]) for r in refs)
         except (json.JSONDecodeError, KeyError, TypeError, ValueError) as exc:
             raise DatasetError(f"{questions_file}: row {row_no}: bad references field ({exc})") from exc
         queries.append(Query(query_id=qid, text=row["question"], evidence=evidence))

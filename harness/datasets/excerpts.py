@@ -76,9 +76,7 @@ def excerpts_layout(path: str | Path | None, name: str | None, file: str, kind: 
     return root, name, corpus_dir, qfile
 
 
-def read_excerpts(
-    path: str | Path, name: str | None = None, allow_unlocated: bool = False, file: str = "excerpts.jsonl"
-) -> tuple[Dataset, LoadReport]:
+def read_excerpts(path: str | Path, name: str | None = None, allow_unlocated: bool = False, file: str = "excerpts.jsonl") -> tuple[Dataset, LoadReport]:
     """Load an excerpts dataset and return it with its :class:`LoadReport`.
 
     See :func:`load_excerpts` for arguments and errors; this variant does not log.
@@ -178,7 +176,7 @@ def locate_queries(
                 continue
             d, m = found[0]
             report.note(f"located_{m.method}")
-            ev = Evidence(doc_id=d, start=m.start, end=m.end, text=by_id[d].text[m.start:m.end])
+            ev = Evidence(doc_id=d, start=m.start, end=m.end, text=by_id[d].text[m.start : m.end])
             if ev not in evidence:
                 evidence.append(ev)
         if not evidence:
@@ -206,9 +204,7 @@ def check_located(name: str, report: LoadReport, allow_unlocated: bool) -> None:
         )
 
 
-def load_excerpts(
-    path: str | Path, name: str | None = None, allow_unlocated: bool = False, file: str = "excerpts.jsonl"
-) -> Dataset:
+def load_excerpts(path: str | Path, name: str | None = None, allow_unlocated: bool = False, file: str = "excerpts.jsonl") -> Dataset:
     """Load a corpus folder plus an excerpts JSONL (see the module docstring); verify every span.
 
     Args:

@@ -194,8 +194,6 @@ def load_folder(
             ``on_error="fail"``, no usable document, a malformed excerpt record, or
             unlocated excerpts without ``allow_unlocated``.
     """
-    dataset = read_folder(
-        path, name=name, file=file, on_error=on_error, table_format=table_format, ocr=ocr, ocr_lang=ocr_lang, allow_unlocated=allow_unlocated
-    )
+    dataset = read_folder(path, name=name, file=file, on_error=on_error, table_format=table_format, ocr=ocr, ocr_lang=ocr_lang, allow_unlocated=allow_unlocated)
     dataset.load_report.log(log)
     return dataset

@@ -52,7 +52,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-
 from harness.experiment.build import register_resolvers
 
 register_resolvers()

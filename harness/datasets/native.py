@@ -114,10 +114,7 @@ def read_native(path: str | Path, name: str | None = None) -> Dataset:
                 continue
             if not isinstance(spans, list):
                 raise DatasetError(f"{where}: field 'evidence' must be a list of {{doc_id, start, end}}, got {type(spans).__name__}")
-            evidence = tuple(
-                Evidence(doc_id=e["doc_id"], start=int(e["start"]), end=int(e["end"]), text=e.get("text", ""))
-                for e in spans
-            )
+            evidence = tuple(Evidence(doc_id=e["doc_id"], start=int(e["start"]), end=int(e["end"]), text=e.get("text", "")) for e in spans)
             queries.append(Query(query_id=str(rec["query_id"]), text=rec["query"], evidence=evidence))
         except KeyError as exc:
             raise DatasetError(f"{where}: missing field {exc.args[0]!r} (need query_id, query, evidence[doc_id,start,end])") from exc

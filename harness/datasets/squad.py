@@ -123,13 +123,11 @@ def read_squad(path: str | Path, name: str | None = None, answers: str = "first"
                     end = start + len(text)
                     if start < 0 or end > len(context):
                         raise DatasetError(
-                            f"{where_ans}: answer_start={start} + len(text)={len(text)} is outside the context of "
-                            f"length {len(context)} (question {qid!r})"
+                            f"{where_ans}: answer_start={start} + len(text)={len(text)} is outside the context of length {len(context)} (question {qid!r})"
                         )
                     if context[start:end] != text:
                         raise DatasetError(
-                            f"{where_ans}: context[{start}:{end}] = {context[start:end][:60]!r} does not equal "
-                            f"the answer text {text[:60]!r} (question {qid!r})"
+                            f"{where_ans}: context[{start}:{end}] = {context[start:end][:60]!r} does not equal the answer text {text[:60]!r} (question {qid!r})"
                         )
                     if (start, end) not in spans:
                         spans.append((start, end))

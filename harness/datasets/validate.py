@@ -51,7 +51,5 @@ def check_dataset(dataset: Dataset) -> None:
                 raise DatasetError(f"{where}: unknown doc_id (known: {sorted(docs)[:5]}...)")
             if ev.end > len(text):
                 raise DatasetError(f"{where}: span ends beyond the document (length {len(text)})")
-            if ev.text and text[ev.start:ev.end] != ev.text:
-                raise DatasetError(
-                    f"{where}: document text {text[ev.start:ev.end][:60]!r} does not equal the stored excerpt {ev.text[:60]!r}"
-                )
+            if ev.text and text[ev.start : ev.end] != ev.text:
+                raise DatasetError(f"{where}: document text {text[ev.start : ev.end][:60]!r} does not equal the stored excerpt {ev.text[:60]!r}")

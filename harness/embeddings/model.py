@@ -54,10 +54,7 @@ def resolve_model_path(model: str) -> Path:
     path = Path(model).expanduser()
     if path.is_dir():
         return path
-    raise ValueError(
-        f"embedding.model must be {DEFAULT_MODEL!r} or a local model folder; {model!r} is neither "
-        "(models are never downloaded at run time)"
-    )
+    raise ValueError(f"embedding.model must be {DEFAULT_MODEL!r} or a local model folder; {model!r} is neither (models are never downloaded at run time)")
 
 
 class Encoder:
@@ -318,13 +315,14 @@ class Encoder:
                 declared = self.declared_dim
                 if declared is not None and vecs.shape[1] != declared:
                     raise ValueError(
-                        f"embedding.model {self.model_name!r} produced {vecs.shape[1]}-dimensional vectors "
-                        f"but its folder declares {declared} dimensions"
+                        f"embedding.model {self.model_name!r} produced {vecs.shape[1]}-dimensional vectors but its folder declares {declared} dimensions"
                     )
                 block_vecs = {k: v for (k, _), v in zip(part, vecs)}
                 if self._store is not None:
                     self._store.put(
-                        self.embedding_key, block_vecs, {"model": self.model_name, "path": str(self.model_path), "max_seq_length": self.max_seq_length, "normalize": self.normalize}
+                        self.embedding_key,
+                        block_vecs,
+                        {"model": self.model_name, "path": str(self.model_path), "max_seq_length": self.max_seq_length, "normalize": self.normalize},
                     )
                 self._cache.update(block_vecs)
                 self.n_encoded += len(part)

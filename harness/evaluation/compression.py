@@ -171,8 +171,8 @@ class Compressor:
         Raises:
             ValueError: the compressor is not enabled (it has no encoder then).
         """
-        from harness.text.units import get_counter
         from harness.evaluation.metrics import span as sp
+        from harness.text.units import get_counter
 
         if not self.enabled:
             raise ValueError("compression.enabled is false: nothing to evaluate")
@@ -199,7 +199,12 @@ class Compressor:
             row: dict[str, float] = {}
             for k in ks:
                 idx = [i for i, (rank, _, _) in enumerate(cands) if rank < k]
-                kept = [idx[j] for j in self.select([scores[i] for i in idx], [sizes[cand_texts[i]] for i in idx], [cands[i][0] for i in idx], [cands[i][2][0] for i in idx])]
+                kept = [
+                    idx[j]
+                    for j in self.select(
+                        [scores[i] for i in idx], [sizes[cand_texts[i]] for i in idx], [cands[i][0] for i in idx], [cands[i][2][0] for i in idx]
+                    )
+                ]
                 kept_set = sp.span_set((cands[i][1], cands[i][2]) for i in kept)
                 retrieved = sp.span_set((c.doc_id, s) for c in ranked[:k] for s in c.spans)
                 hit_c = sp.intersection_size(evidence, kept_set)

@@ -295,9 +295,7 @@ def evidence_reasons(
             out.append("not_covered")
         elif state == SPLIT:
             out.append("boundary_split")
-        elif lookup.max_seq_length is not None and not any(
-            _covered(runs, lookup.embedded(c)) for c in lookup.containing(ev.doc_id, runs)
-        ):
+        elif lookup.max_seq_length is not None and not any(_covered(runs, lookup.embedded(c)) for c in lookup.containing(ev.doc_id, runs)):
             out.append("truncated")
         else:
             out.append("rank_miss")
@@ -366,10 +364,7 @@ def diagnose_queries(
         ``{query_id: {k: reason or None}}`` for every query, in input order.
     """
     lookup = ChunkLookup(indexed_chunks, max_seq_length, token_spans, token_counts)
-    return {
-        q.query_id: {k: first_reason(evidence_reasons(q, documents, lookup, ranked.get(q.query_id, ()), k)) for k in ks}
-        for q in queries
-    }
+    return {q.query_id: {k: first_reason(evidence_reasons(q, documents, lookup, ranked.get(q.query_id, ()), k)) for k in ks} for q in queries}
 
 
 def aggregate_reasons(reasons: Mapping[str, Mapping[int, str | None]], ks: Sequence[int]) -> dict[str, float]:
@@ -500,9 +495,7 @@ def chunk_set_statistics(
 
     if queries:
         lookup = ChunkLookup(chunks)
-        states = Counter(
-            lookup.status(ev.doc_id, _runs(by_id, ev.doc_id, ev.start, ev.end, q.query_id)) for q in queries for ev in q.evidence
-        )
+        states = Counter(lookup.status(ev.doc_id, _runs(by_id, ev.doc_id, ev.start, ev.end, q.query_id)) for q in queries for ev in q.evidence)
         n_ev = sum(states.values())
         stats["n_evidence_spans"] = float(n_ev)
         stats["evidence_contained_rate"] = states[CONTAINED] / n_ev if n_ev else 0.0
@@ -511,9 +504,7 @@ def chunk_set_statistics(
     return stats
 
 
-def is_degenerate(
-    documents: Sequence[Document], size_limit: tuple[str, str, int] | None, chunks: Sequence[Chunk] | None = None
-) -> bool:
+def is_degenerate(documents: Sequence[Document], size_limit: tuple[str, str, int] | None, chunks: Sequence[Chunk] | None = None) -> bool:
     """Whether every document fits in one chunk, so the strategy cannot split anything.
 
     A document fits when its full text measures at most ``limit`` in the chunker's unit

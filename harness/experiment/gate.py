@@ -225,10 +225,7 @@ def load_baseline(path: str | Path, required_metrics: Sequence[str] = ()) -> Bas
     """
     path = Path(path)
     if not path.is_file():
-        raise GateError(
-            f"baseline file {path} not found; create it from the current settings with "
-            f"`python -m harness.check --update-baseline` (and commit it)"
-        )
+        raise GateError(f"baseline file {path} not found; create it from the current settings with `python -m harness.check --update-baseline` (and commit it)")
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
@@ -244,8 +241,7 @@ def load_baseline(path: str | Path, required_metrics: Sequence[str] = ()) -> Bas
     missing = [m for m in required_metrics if m not in data["metrics"]]
     if missing:
         raise GateError(
-            f"baseline {path} has no per-query values for guarded metric(s) {missing} (it holds {data['metrics']}); "
-            f"rewrite it with --update-baseline"
+            f"baseline {path} has no per-query values for guarded metric(s) {missing} (it holds {data['metrics']}); rewrite it with --update-baseline"
         )
     rows = data["queries"]
     if not isinstance(rows, list) or not rows:
@@ -292,10 +288,7 @@ def baseline_payload(gate: Gate, cli_overrides: Sequence[str], cfg, dataset, run
         "python": sys.version.split()[0],
         "metrics": metrics,
         "means": {m: float(table[m].mean()) for m in metrics},
-        "queries": [
-            {"query_id": str(r["query_id"]), "query": str(r["query"]), **{m: float(r[m]) for m in metrics}}
-            for r in table.to_dict(orient="records")
-        ],
+        "queries": [{"query_id": str(r["query_id"]), "query": str(r["query"]), **{m: float(r[m]) for m in metrics}} for r in table.to_dict(orient="records")],
     }
 
 
@@ -590,7 +583,11 @@ def evaluate_gate(gate: Gate, baseline: Baseline, candidate: pd.DataFrame) -> tu
         for qid in base.index[hit_to_miss]:
             flipped.setdefault(qid, []).append(metric)
     flips = pd.DataFrame(
-        [{"query_id": q, "metrics": ", ".join(flipped[q]), "query": str(cand.loc[q, "query"]) if "query" in cand.columns else ""} for q in order if q in flipped],
+        [
+            {"query_id": q, "metrics": ", ".join(flipped[q]), "query": str(cand.loc[q, "query"]) if "query" in cand.columns else ""}
+            for q in order
+            if q in flipped
+        ],
         columns=["query_id", "metrics", "query"],
     )
     return pd.DataFrame(rows), flips

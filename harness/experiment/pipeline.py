@@ -72,8 +72,19 @@ class Evaluation:
     def table(
         self,
         families: Sequence[str] = (
-            "recall", "precision", "iou", "context_precision", "mrr", "context_tokens",
-            "chunk_precision", "item_recall", "hit_rate", "ndcg", "map", "doc_recall", "doc_ndcg",
+            "recall",
+            "precision",
+            "iou",
+            "context_precision",
+            "mrr",
+            "context_tokens",
+            "chunk_precision",
+            "item_recall",
+            "hit_rate",
+            "ndcg",
+            "map",
+            "doc_recall",
+            "doc_ndcg",
         ),
     ) -> pd.DataFrame:
         """Mean rank cut-off metrics as a table: one row per metric family, one column per k.
@@ -229,8 +240,16 @@ def evaluate(
     stats["degenerate_chunking"] = float(degenerate)
     timings["diagnostics"] = time.perf_counter() - t0
     return Evaluation(
-        metrics=means, per_query=per_query, chunks=chunks, run=run, timings=timings, chunk_stats=stats,
-        miss_reasons=reasons, degenerate=degenerate, cache=cache_stats, chunk_tokens=chunk_tokens,
+        metrics=means,
+        per_query=per_query,
+        chunks=chunks,
+        run=run,
+        timings=timings,
+        chunk_stats=stats,
+        miss_reasons=reasons,
+        degenerate=degenerate,
+        cache=cache_stats,
+        chunk_tokens=chunk_tokens,
     )
 
 
@@ -298,8 +317,17 @@ def retrieve(dataset: Dataset, chunker: Chunker, retriever: Retriever, n_chunks:
 
 
 def score_queries(
-    dataset: Dataset, chunker: Chunker, run: Run, chunks: Sequence[Chunk], settings: MetricSettings,
-    ks: Sequence[int], budgets: Sequence[int], depth: int, count_context, token_ends, progress: bool,
+    dataset: Dataset,
+    chunker: Chunker,
+    run: Run,
+    chunks: Sequence[Chunk],
+    settings: MetricSettings,
+    ks: Sequence[int],
+    budgets: Sequence[int],
+    depth: int,
+    count_context,
+    token_ends,
+    progress: bool,
 ) -> tuple[list[dict[str, Any]], dict[str, list[Chunk]]]:
     """Span, rank and budget metrics of every query over what the generator receives.
 
@@ -340,8 +368,14 @@ def score_queries(
 
 
 def add_unit_metrics(
-    rows: list[dict[str, Any]], dataset: Dataset, chunker: Chunker, chunks: Sequence[Chunk], run: Run,
-    scored: Mapping[str, list[Chunk]], settings: MetricSettings, ks: Sequence[int],
+    rows: list[dict[str, Any]],
+    dataset: Dataset,
+    chunker: Chunker,
+    chunks: Sequence[Chunk],
+    run: Run,
+    scored: Mapping[str, list[Chunk]],
+    settings: MetricSettings,
+    ks: Sequence[int],
 ) -> None:
     """Add the qrels metrics (``chunk_precision``, ``hit_rate``, ``ndcg``, ``map``@k),
     ``precision_omega``, ``n_relevant_chunks`` and, at ``level="document"``, the document
@@ -386,8 +420,14 @@ def per_query_table(rows: list[dict[str, Any]]) -> tuple[pd.DataFrame, dict[str,
 
 
 def diagnose(
-    dataset: Dataset, chunks: Sequence[Chunk], scored: Mapping[str, list[Chunk]], ks: Sequence[int],
-    per_query: pd.DataFrame, means: dict[str, float], tools: EvaluationTools, embeds_chunks: bool,
+    dataset: Dataset,
+    chunks: Sequence[Chunk],
+    scored: Mapping[str, list[Chunk]],
+    ks: Sequence[int],
+    per_query: pd.DataFrame,
+    means: dict[str, float],
+    tools: EvaluationTools,
+    embeds_chunks: bool,
 ) -> tuple[dict[str, dict[int, str | None]], dict[str, float], list[int] | None]:
     """Miss reasons and chunk-set statistics (see :mod:`harness.evaluation.diagnostics`).
 

@@ -222,7 +222,6 @@ def suggest(trial, space: SearchSpace) -> list[str]:
     return overrides
 
 
-
 def _check_objectives(space: SearchSpace, overrides: Sequence[str]) -> None:
     """Fail before any trial when an objective metric cannot be produced by the base config.
 

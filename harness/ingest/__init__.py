@@ -82,9 +82,7 @@ def extract_bytes(data: bytes, name: str, table_format: str = "markdown", ocr: b
         return extract_chat(data, name)
     from harness.ingest import plain
 
-    return {"text": plain.extract_text, "markdown": plain.extract_markdown, "python": plain.extract_python, "log": plain.extract_log}[fmt](
-        data, name
-    )
+    return {"text": plain.extract_text, "markdown": plain.extract_markdown, "python": plain.extract_python, "log": plain.extract_log}[fmt](data, name)
 
 
 def extract_file(path: str | Path, name: str | None = None, **options) -> Extraction:

@@ -62,9 +62,7 @@ def extract_chat(data: bytes, name: str) -> Extraction:
         raise IngestError("corrupt", f"{name}: invalid JSON ({exc.msg} at line {exc.lineno})") from exc
     messages = doc.get("messages") if isinstance(doc, dict) else doc
     if not isinstance(messages, list):
-        raise IngestError(
-            "invalid", f"{name}: not a chat export; expected a list of {{timestamp, author, text}} objects or {{\"messages\": [...]}}"
-        )
+        raise IngestError("invalid", f"{name}: not a chat export; expected a list of {{timestamp, author, text}} objects or {{\"messages\": [...]}}")
     if not messages:
         raise IngestError("empty", f"{name}: the chat export has no messages")
     lines: list[str] = []

@@ -37,8 +37,7 @@ from harness.ingest.base import Extraction, IngestError, TextBuilder, attach_cap
 
 DROP = ("script", "style", "nav", "noscript", "template", "svg", "iframe", "head")
 CONTAINERS = frozenset(
-    "html body div section article main header footer aside blockquote figure details summary dl dt dd "
-    "center form fieldset address hgroup search".split()
+    "html body div section article main header footer aside blockquote figure details summary dl dt dd center form fieldset address hgroup search".split()
 )
 HEADINGS = {f"h{i}": i for i in range(1, 7)}
 _WS = re.compile(r"\s+")
@@ -157,9 +156,7 @@ class _Walker:
         caption = _collapse(cap.get_text()) if cap is not None and cap.find_parent("table") is table else ""
         caption = caption or self.figcaptions.pop(id(table), "")
         cap_el = self.b.add(caption, "paragraph") if caption else None
-        el = self.b.add(
-            serialise_table(rows, self.table_format), "table", format=self.table_format, rows=len(rows) - 1, columns=max(len(r) for r in rows)
-        )
+        el = self.b.add(serialise_table(rows, self.table_format), "table", format=self.table_format, rows=len(rows) - 1, columns=max(len(r) for r in rows))
         if el is not None and cap_el is not None:
             el.update(caption=caption, caption_start=cap_el["start"], caption_end=cap_el["end"])
         return el

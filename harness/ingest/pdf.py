@@ -82,9 +82,7 @@ def _ocr(image, lang: str) -> str:
     return "\n".join(line.strip() for line in raw.splitlines() if line.strip())
 
 
-def extract_pdf(
-    data: bytes, name: str, table_format: str = "markdown", ocr: bool = False, ocr_lang: str = "eng", paragraph_gap: float = 0.5
-) -> Extraction:
+def extract_pdf(data: bytes, name: str, table_format: str = "markdown", ocr: bool = False, ocr_lang: str = "eng", paragraph_gap: float = 0.5) -> Extraction:
     """One PDF file as a document (rules in the module docstring).
 
     Args:

@@ -342,10 +342,7 @@ class LLMClient:
             raise _Retryable(f"HTTP {status}", _retry_after(resp.headers.get("retry-after")))
         if status != 200:
             hint = f"; is {self.api_key_env} set?" if status in (401, 403) and self.api_key_env else ""
-            raise LLMRequestError(
-                f"LLM server at {self.config_path}.base_url={self.base_url} refused the request: HTTP {status}: "
-                f"{resp.text[:300]!r}{hint}"
-            )
+            raise LLMRequestError(f"LLM server at {self.config_path}.base_url={self.base_url} refused the request: HTTP {status}: {resp.text[:300]!r}{hint}")
         try:
             data = resp.json()
             content = data["choices"][0]["message"]["content"]

@@ -64,10 +64,7 @@ def check_k(k: int) -> None:
 
 def _check_items(items, kind: type, parameter: str, method: str, hint: str) -> list:
     if isinstance(items, (str, bytes)) or not hasattr(items, "__iter__"):
-        raise TypeError(
-            f"retriever.{method}({parameter}): expected a sequence of {kind.__module__}.{kind.__name__}, "
-            f"got {type(items).__name__} ({hint})"
-        )
+        raise TypeError(f"retriever.{method}({parameter}): expected a sequence of {kind.__module__}.{kind.__name__}, got {type(items).__name__} ({hint})")
     items = list(items)
     for i, item in enumerate(items):
         if not isinstance(item, kind):

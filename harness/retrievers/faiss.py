@@ -53,8 +53,7 @@ class FaissRetriever(Retriever):
         vecs = np.ascontiguousarray(self.encoder.encode([c.text for c in chunks], desc="embed chunks"), dtype=np.float32)
         if vecs.ndim != 2 or vecs.shape[0] != len(chunks) or vecs.shape[1] < 1:  # FAISS would only assert
             raise ValueError(
-                f"retriever.faiss: the encoder returned chunk vectors of shape {tuple(vecs.shape)}, expected "
-                f"({len(chunks)}, dim): one row per chunk"
+                f"retriever.faiss: the encoder returned chunk vectors of shape {tuple(vecs.shape)}, expected ({len(chunks)}, dim): one row per chunk"
             )
         index = faiss.IndexFlatIP(vecs.shape[1])
         index.add(vecs)
@@ -70,9 +69,7 @@ class FaissRetriever(Retriever):
             raise ValueError("retriever.faiss: search() called before index()")
         if self._index is None or self._index.ntotal == 0 or not queries:
             return {q.query_id: {} for q in queries}
-        qv = np.ascontiguousarray(
-            self.encoder.encode([self.query_prefix + q.text for q in queries], desc="embed queries"), dtype=np.float32
-        )
+        qv = np.ascontiguousarray(self.encoder.encode([self.query_prefix + q.text for q in queries], desc="embed queries"), dtype=np.float32)
         if qv.ndim != 2 or qv.shape[0] != len(queries) or qv.shape[1] != self._index.d:  # FAISS would only assert
             model = getattr(self.encoder, "model_name", type(self.encoder).__name__)
             raise ValueError(

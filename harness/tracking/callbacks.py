@@ -302,7 +302,9 @@ class SweepRunCallback(Callback):
 
         counts = self._close("FINISHED")
         if counts.get("BUSY"):
-            print(f"{counts['BUSY']} job(s) skipped: their configuration is RUNNING in another process (see the skip lines above); rerun this sweep once those runs have ended")
+            print(
+                f"{counts['BUSY']} job(s) skipped: their configuration is RUNNING in another process (see the skip lines above); rerun this sweep once those runs have ended"
+            )
             sys.stdout.flush()
             raise SystemExit(EXIT_BUSY)
 

@@ -208,7 +208,12 @@ def search_runs(
             size = PAGE_SIZE if max_results is None else min(PAGE_SIZE, max_results - len(runs))
             try:
                 page = client.search_runs(
-                    [exp_id], filter_string=filter_string, run_view_type=ViewType.ACTIVE_ONLY, max_results=size, order_by=list(order_by or []) or None, page_token=token
+                    [exp_id],
+                    filter_string=filter_string,
+                    run_view_type=ViewType.ACTIVE_ONLY,
+                    max_results=size,
+                    order_by=list(order_by or []) or None,
+                    page_token=token,
                 )
             except MlflowException as exc:
                 if exc.error_code == "INVALID_PARAMETER_VALUE":  # bad filter syntax, unknown attribute

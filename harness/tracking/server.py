@@ -219,9 +219,7 @@ def _start_once(root: Path, port: int, host: str, timeout: float, workers: int) 
     with open(log_path, "ab") as log:
         log.write(f"\n--- {time.strftime('%Y-%m-%d %H:%M:%S')} {' '.join(cmd)}\n".encode())
         log.flush()
-        proc = subprocess.Popen(
-            cmd, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, env=server_env(), start_new_session=True
-        )
+        proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, env=server_env(), start_new_session=True)
     url = f"http://{host}:{port}"
     handle = ServerHandle(url=url, host=host, port=port, root=root, process=proc, log_path=log_path)
     deadline = time.monotonic() + timeout
@@ -236,7 +234,4 @@ def _start_once(root: Path, port: int, host: str, timeout: float, workers: int) 
             return handle, ""
         time.sleep(0.25)
     handle.stop()
-    return None, (
-        f"mlflow server did not answer on {url}/health within {timeout:g} s (command: {' '.join(cmd)}); "
-        f"end of {log_path}:\n{handle.log_tail()}"
-    )
+    return None, (f"mlflow server did not answer on {url}/health within {timeout:g} s (command: {' '.join(cmd)}); end of {log_path}:\n{handle.log_tail()}")

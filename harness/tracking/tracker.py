@@ -753,7 +753,6 @@ def _process_is_dead(host: str | None, pid: str | None, start: str | None) -> bo
     return now is None or (bool(start) and now != start)
 
 
-
 def _process_started_at(pid: int) -> float | None:
     """Start of a live process as Unix seconds (boot time from ``/proc/stat`` plus its start
     ticks), or None where that cannot be read."""
@@ -896,7 +895,9 @@ class BusyRun:
         """One line naming the run, its process and why it counts as alive."""
         import datetime
 
-        when = datetime.datetime.fromtimestamp(self.started_ms / 1000, datetime.timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC") if self.started_ms else "unknown"
+        when = (
+            datetime.datetime.fromtimestamp(self.started_ms / 1000, datetime.timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC") if self.started_ms else "unknown"
+        )
         return (
             f"this configuration (config_hash {self.config_hash}) is already RUNNING as run {self.run_id}"
             f" ({self.run_name or 'unnamed'}; pid {self.pid} on host {self.host}, started {when}); {self.reason}."

@@ -278,7 +278,10 @@ class WorkerTracker:
             self._worker.drain()
             self._worker.call("fail", status=status, message=message, traceback_text=text)
         except TrackingWorkerError as err:  # the job's own error is the one to raise
-            print(f"could not record {status} on run {self.run_id}: {err}; it stays RUNNING until a later job of its configuration closes it as stale", file=sys.stderr)
+            print(
+                f"could not record {status} on run {self.run_id}: {err}; it stays RUNNING until a later job of its configuration closes it as stale",
+                file=sys.stderr,
+            )
 
     @contextlib.contextmanager
     def closing(self) -> Iterator["WorkerTracker"]:
@@ -374,7 +377,9 @@ class Opening:
 # ---------------------------------------------------------------------------------------- worker side
 
 
-def _open(state: dict, *, cwd, env, uri, experiment, artifact_location, name, config_hash, resume, parent, params, config_yaml, start_time, tags, owner=None) -> dict:
+def _open(
+    state: dict, *, cwd, env, uri, experiment, artifact_location, name, config_hash, resume, parent, params, config_yaml, start_time, tags, owner=None
+) -> dict:
     """Claim and open a job's run (:meth:`harness.tracking.tracker.Tracker.claim`): the experiment
     (created when missing); RUNNING runs of ``config_hash`` whose process is gone closed as
     stale; a RUNNING run whose process is alive, or with ``resume`` the newest FINISHED run,

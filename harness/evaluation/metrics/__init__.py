@@ -75,7 +75,10 @@ _FAMILY_LIST = (
     MetricFamily("precision", "k", "span", "[0, 1]", "|E ∩ R_k| / |R_k|: share of retrieved characters that are evidence; 0 if nothing retrieved", _SPAN),
     MetricFamily("iou", "k", "span", "[0, 1]", "|E ∩ R_k| / |E ∪ R_k| in characters", _SPAN),
     MetricFamily(
-        "precision_omega", "none", "span", "[0, 1]",
+        "precision_omega",
+        "none",
+        "span",
+        "[0, 1]",
         "|E ∩ Ω| / |Ω| where Ω is the union of the spans of every returnable unit (the image of chunker.expand "
         "over the indexed chunks: the chunks of a plain chunking, the parents or windows of small-to-big retrieval) "
         "that overlaps E (any overlap, independent of metrics.relevance); 0 if no unit overlaps E. Depends on the "
@@ -84,36 +87,54 @@ _FAMILY_LIST = (
     ),
     # --- span recall at a token budget
     MetricFamily(
-        "recall", "budget", "span", "[0, 1]",
+        "recall",
+        "budget",
+        "span",
+        "[0, 1]",
         "|E ∩ R_B| / |E| where R_B is the source text of the ranked chunks taken in rank order until B context tokens; "
         "the chunk that crosses the budget contributes its first tokens only (character span of those tokens)",
         "this project (equal-context-budget comparison)",
     ),
     MetricFamily(
-        "budget_filled", "budget", "context", "[0, 1]",
-        "1 if the fetched ranked list held at least B context tokens, else 0 (the mean is the share of queries "
-        "whose recall@Btok used the full budget)",
+        "budget_filled",
+        "budget",
+        "context",
+        "[0, 1]",
+        "1 if the fetched ranked list held at least B context tokens, else 0 (the mean is the share of queries whose recall@Btok used the full budget)",
         "this project",
     ),
     # --- rank metrics on binary chunk relevance (metrics.relevance)
     MetricFamily(
-        "context_precision", "k", "chunk", "[0, 1]",
+        "context_precision",
+        "k",
+        "chunk",
+        "[0, 1]",
         "Σ_{i<=k} P@i · v_i / Σ_{i<=k} v_i, v_i = 1 if chunk i is relevant; 0 when no top-k chunk is relevant",
         "Es et al., 'RAGAS: Automated Evaluation of Retrieval Augmented Generation', 2023",
     ),
     MetricFamily("mrr", "k", "chunk", "[0, 1]", "1 / rank of the first relevant chunk within the top k, else 0", _IR),
     MetricFamily(
-        "chunk_precision", "k", "chunk", "[0, 1]",
-        "(# relevant chunks in the top k) / k; k is the divisor even when fewer than k chunks were retrieved", _IR,
+        "chunk_precision",
+        "k",
+        "chunk",
+        "[0, 1]",
+        "(# relevant chunks in the top k) / k; k is the divisor even when fewer than k chunks were retrieved",
+        _IR,
     ),
     MetricFamily(
-        "item_recall", "k", "chunk", "[0, 1]",
+        "item_recall",
+        "k",
+        "chunk",
+        "[0, 1]",
         "(# distinct evidence spans e with a top-k chunk relevant to e) / (# distinct evidence spans)",
         "this project (evidence-item recall, as in BEIR-style recall with evidence spans as the items)",
     ),
     MetricFamily("hit_rate", "k", "chunk", "[0, 1]", "1 if any top-k chunk is relevant, else 0", _IR),
     MetricFamily(
-        "ndcg", "k", "chunk", "[0, 1]",
+        "ndcg",
+        "k",
+        "chunk",
+        "[0, 1]",
         "DCG@k / IDCG@k, DCG@k = Σ_{i<=k} rel_i / log2(i + 1) over the returned units, rel_i in {0, 1}; "
         "IDCG@k = Σ_{i<=min(R, k)} 1 / log2(i + 1), R = # returnable units relevant to the query (the image of "
         "chunker.expand over the indexed chunks: distinct parents for return_unit=parent, windows for window, "
@@ -121,24 +142,38 @@ _FAMILY_LIST = (
         "Järvelin & Kekäläinen, 'Cumulated gain-based evaluation of IR techniques', TOIS 2002; " + _IR,
     ),
     MetricFamily(
-        "map", "k", "chunk", "[0, 1]",
+        "map",
+        "k",
+        "chunk",
+        "[0, 1]",
         "AP@k = Σ_{i<=k} P@i · rel_i / R over the returned units, R = # returnable units relevant to the query "
-        "(as for ndcg; children that are never returned do not count); 0 when R = 0 (trec_eval's AP with cut-off)", _IR,
+        "(as for ndcg; children that are never returned do not count); 0 when R = 0 (trec_eval's AP with cut-off)",
+        _IR,
     ),
     # --- document level (metrics.level=document)
     MetricFamily(
-        "doc_recall", "k", "document", "[0, 1]",
+        "doc_recall",
+        "k",
+        "document",
+        "[0, 1]",
         "(# relevant documents among the top-k documents) / (# relevant documents); documents ranked by their best "
         "chunk (max-pooled chunk score); a document is relevant when it holds evidence",
         "BEIR (Thakur et al., 2021) document-level recall; " + _IR,
     ),
     MetricFamily(
-        "doc_ndcg", "k", "document", "[0, 1]",
-        "nDCG@k over the max-pooled document ranking with binary document relevance", "BEIR (Thakur et al., 2021); " + _IR,
+        "doc_ndcg",
+        "k",
+        "document",
+        "[0, 1]",
+        "nDCG@k over the max-pooled document ranking with binary document relevance",
+        "BEIR (Thakur et al., 2021); " + _IR,
     ),
     # --- context size
     MetricFamily(
-        "context_tokens", "k", "context", "[0, ∞)",
+        "context_tokens",
+        "k",
+        "context",
+        "[0, ∞)",
         "tokens of the top-k chunks' texts summed (what a generator reads), counted with metrics.context_tokenizer",
         "this project",
     ),
