@@ -9,14 +9,14 @@ import re
 
 import mlflow
 import pytest
-
 from conftest import compose
-from harness.experiment import build
-from harness.chunkers.agentic import AgenticChunker, ReplyRejected, parse_groups
-from harness.experiment.run import execute
-from harness.types import Document
 from llm_servers import INVALID, FakeLLM, free_port, llama, user_message  # noqa: F401  (llama is a fixture)
 from test_configs import check_contract
+
+from harness.chunkers.agentic import AgenticChunker, ReplyRejected, parse_groups
+from harness.experiment import build
+from harness.experiment.run import execute
+from harness.types import Document
 
 TEXT = "Alpha one is first. Alpha two follows here.\n\nBeta section starts. Beta has more words. Beta ends now.\n\nGamma closes it all."
 SENTENCES = ["Alpha one is first.", "Alpha two follows here.", "Beta section starts.", "Beta has more words.", "Beta ends now.", "Gamma closes it all."]

@@ -12,16 +12,16 @@ caption 115-137, table 139-239, last paragraph 241-281).
 
 import mlflow
 import pytest
-
 from conftest import compose
-from harness.experiment import build
+from ingest_samples import FIGURE_CAPTION, TABLE_CAPTION, TABLE_MD, make_folder
+from test_configs import check_contract
+
 from harness.chunkers.adaptive import AdaptiveChunker, sniff_type
 from harness.chunkers.modality import ModalityChunker, infer_elements
 from harness.datasets.folder import load_folder
+from harness.experiment import build
 from harness.experiment.run import execute
 from harness.types import Document
-from ingest_samples import FIGURE_CAPTION, TABLE_CAPTION, TABLE_MD, make_folder
-from test_configs import check_contract
 
 
 def chars(size: int) -> dict:

@@ -12,8 +12,8 @@ import threading
 from pathlib import Path
 
 import pytest
-
 from conftest import CHROMA_PATH, KESTREL_PATH
+
 from harness.datasets.chroma import download_chroma_general, load_chroma_general
 from harness.datasets.native import load_native
 from harness.datasets.validate import DatasetError

@@ -12,8 +12,10 @@ import sys
 
 import mlflow
 import pytest
-
 from conftest import _SESSION_CACHE, PROJECT_ROOT, compose
+from llm_servers import INVALID, FakeLLM, llama, user_message  # noqa: F401  (llama is a fixture)
+
+from harness.cli.generate import run
 from harness.datasets.generate import (
     REJECT_REASONS,
     Rejected,
@@ -24,9 +26,7 @@ from harness.datasets.generate import (
     question_tokens,
     report,
 )
-from harness.cli.generate import run
 from harness.experiment.run import execute
-from llm_servers import INVALID, FakeLLM, llama, user_message  # noqa: F401  (llama is a fixture)
 
 
 def compose_generate(overrides: list[str]):

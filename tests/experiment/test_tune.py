@@ -7,8 +7,8 @@ import textwrap
 import mlflow
 import optuna
 import pytest
-
 from conftest import PROJECT_ROOT
+
 from harness.cli import tune as cli_tune
 from harness.experiment import tune
 

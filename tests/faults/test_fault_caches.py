@@ -18,8 +18,8 @@ import warnings
 from pathlib import Path
 
 import pytest
-
 from conftest import compose
+
 from harness import cache as hc
 
 #: Six documents on unrelated topics; each query paraphrases one sentence of one document.
@@ -96,8 +96,8 @@ def _config():
 def run_once(dataset, cache_dir: Path):
     """One real evaluation (recursive chunks of <= 120 chars, FAISS) with both caches in
     ``cache_dir``; a new encoder each time, so only the disk caches carry over."""
-    from harness.experiment import build
     from harness.embeddings.model import Encoder
+    from harness.experiment import build
     from harness.experiment.pipeline import EvaluationTools, evaluate
     from harness.experiment.settings import MetricSettings
 

@@ -26,8 +26,8 @@ from pathlib import Path
 
 import mlflow
 import pytest
-
 from conftest import PROJECT_ROOT, compose
+
 from harness.datasets.validate import DatasetError
 from harness.types import Document
 
@@ -354,9 +354,9 @@ def test_a_leading_bom_does_not_hide_the_first_heading_and_offsets_stay_true(tmp
 
 
 def test_a_leading_bom_does_not_hide_heading_fence_or_table_elsewhere():
-    from harness.text.blocks import markdown_blocks
     from harness.chunkers.faq import faq_regions
     from harness.ingest import extract_bytes
+    from harness.text.blocks import markdown_blocks
 
     assert [(b.kind, b.level, b.title) for b in markdown_blocks(BOM + "## Title\ntext\n")][0] == ("heading", 2, "Title")
     assert [b.kind for b in markdown_blocks(BOM + "```\n# not a heading\n```\n")] == ["fence"]

@@ -11,8 +11,8 @@ import warnings
 
 import numpy as np
 import pytest
-
 from conftest import compose
+
 from harness import cache as hc
 
 WINDOW = 256  # all-MiniLM-L6-v2 max_seq_length, special tokens included
@@ -102,8 +102,8 @@ def test_bad_on_truncate_is_a_one_line_config_error_before_any_work(tracking_uri
 def test_a_run_with_chunks_over_the_window_warns_once_with_the_chunk_count(tmp_path):
     from transformers import AutoTokenizer
 
-    from harness.experiment import build
     from harness.embeddings.model import Encoder
+    from harness.experiment import build
     from harness.experiment.pipeline import EvaluationTools, evaluate
     from harness.experiment.settings import MetricSettings
     from harness.types import Dataset, Document, Evidence, Query

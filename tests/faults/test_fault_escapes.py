@@ -26,8 +26,8 @@ from pathlib import Path
 
 import mlflow
 import pytest
-
 from conftest import PROJECT_ROOT, compose
+
 from harness.experiment import build
 from harness.types import Document
 

@@ -18,10 +18,10 @@ import warnings
 
 import numpy as np
 import pytest
-
 from conftest import compose
-from harness.experiment import build
+
 from harness.chunkers.semantic import SemanticChunker, breakpoint_indices
+from harness.experiment import build
 from harness.text.sentences import sentence_spans
 from harness.types import Document
 

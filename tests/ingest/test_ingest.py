@@ -12,14 +12,7 @@ import subprocess
 import sys
 
 import pytest
-
 from conftest import PROJECT_ROOT, compose
-from harness.experiment import build
-from harness.chunkers.timestamp import TimestampChunker
-from harness.datasets.folder import FolderDataset, load_folder, read_folder
-from harness.datasets.validate import DatasetError
-from harness.ingest import IngestError, extract_bytes, extract_file
-from harness.ingest.base import csv_table, markdown_table
 from ingest_samples import (
     FIGURE_CAPTION,
     HTML,
@@ -35,6 +28,13 @@ from ingest_samples import (
     make_folder,
     make_pdf,
 )
+
+from harness.chunkers.timestamp import TimestampChunker
+from harness.datasets.folder import FolderDataset, load_folder, read_folder
+from harness.datasets.validate import DatasetError
+from harness.experiment import build
+from harness.ingest import IngestError, extract_bytes, extract_file
+from harness.ingest.base import csv_table, markdown_table
 
 
 def blocks_text(*blocks: str) -> str:

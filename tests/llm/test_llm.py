@@ -11,10 +11,10 @@ import time
 import warnings
 
 import pytest
+from llm_servers import INVALID, FakeLLM, free_port, llama  # noqa: F401  (llama is a fixture)
 
 from harness.cache import Cache, ReplyCache, reply_key
 from harness.llm import LLMClient, LLMRequestError, LLMResponseError, LLMUnavailableError, check_settings
-from llm_servers import INVALID, FakeLLM, free_port, llama  # noqa: F401  (llama is a fixture)
 
 MESSAGES = [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Name a colour."}]
 

@@ -16,8 +16,8 @@ import mlflow
 import pandas as pd
 import pytest
 import yaml
-
 from conftest import _SESSION_CACHE, PROJECT_ROOT
+
 from harness.tracking.server import backend_uri, server_command, start_server
 
 #: An 8,000-character free-text value: over MLflow's 6,000-character param limit.
