@@ -22,6 +22,7 @@ from __future__ import annotations
 import atexit
 import os
 import shutil
+import signal
 import tempfile
 from pathlib import Path
 
@@ -113,6 +114,8 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config):
         terminalreporter.line(f"  {line}")
     if len(changed) > 50:
         terminalreporter.line(f"  ... and {len(changed) - 50} more")
+
+
 KESTREL_PATH = PROJECT_ROOT / "datasets" / "kestrel_kb"
 CHROMA_PATH = (PROJECT_ROOT / ".." / "shared" / "datasets" / "chroma_general").resolve()
 
@@ -192,3 +195,28 @@ def compose(overrides: list[str]):
         overrides = [*overrides, f"cache.dir={_SESSION_CACHE}"]
     with initialize_config_dir(config_dir=str(PROJECT_ROOT / "conf"), version_base="1.3"):
         return hydra_compose(config_name="config", overrides=overrides)
+
+
+@pytest.fixture(autouse=True)
+def default_sigint():
+    """Every test starts with Python's own Ctrl-C handler (KeyboardInterrupt) in the main
+    thread, whatever an earlier test in this worker process left installed; the previous
+    handler is put back afterwards."""
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
+def pytest_collection_modifyitems(config, items):
+    """Longest first: the ``slow`` tests (end-to-end runs, subprocesses, servers) are
+    scheduled before the quick ones, so with two workers (``-n 2 --dist worksteal``) the
+    quick tests fill the gaps at the end instead of one long test running alone last.
+    Order within each group is the collection order; tests do not depend on order."""
+    items.sort(key=lambda item: item.get_closest_marker("slow") is None)

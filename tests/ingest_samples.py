@@ -12,12 +12,7 @@ PDF_P1 = "The Saltmere lighthouse on Gull Island was first lit in 1862."
 PDF_P2 = "Keepers lived on the island until 1954, when the light was automated."
 TABLE_CAPTION = "Table 1: Ferry timetable"
 TABLE_ROWS = [["Route", "Departs", "Fare"], ["Gull Island", "09:15", "4.50"], ["North Quay", "11:40", "3.20"]]
-TABLE_MD = (
-    "| Route | Departs | Fare |\n"
-    "| --- | --- | --- |\n"
-    "| Gull Island | 09:15 | 4.50 |\n"
-    "| North Quay | 11:40 | 3.20 |"
-)
+TABLE_MD = "| Route | Departs | Fare |\n| --- | --- | --- |\n| Gull Island | 09:15 | 4.50 |\n| North Quay | 11:40 | 3.20 |"
 FIGURE_CAPTION = "Figure 1: Chart of the harbour entrance"
 PDF_PAGE2 = "The tide mill on the east quay ground corn until 1921."
 IMAGE_WORDS = "HARBOUR MAP"

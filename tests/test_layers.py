@@ -53,12 +53,7 @@ def _under(name: str, prefix: str) -> bool:
 
 
 def _violations(paths, forbidden) -> list[str]:
-    return [
-        f"{p.relative_to(PROJECT_ROOT)}:{line} imports {name}"
-        for p in paths
-        for line, name in imports_of(p)
-        if forbidden(name)
-    ]
+    return [f"{p.relative_to(PROJECT_ROOT)}:{line} imports {name}" for p in paths for line, name in imports_of(p) if forbidden(name)]
 
 
 def test_the_checker_sees_lazy_from_and_relative_imports(tmp_path):
@@ -100,10 +95,13 @@ def test_text_layer_imports_only_the_core_types():
     assert TEXT_KNOWN - modules == set(), "a known exception is gone: remove it from TEXT_KNOWN"
 
 
-@pytest.mark.parametrize("layer, above", [
-    ("evaluation", ("harness.experiment", "harness.cli", "harness.chunkers", "harness.retrievers")),
-    ("tracking", ("harness.experiment", "harness.cli")),
-])
+@pytest.mark.parametrize(
+    "layer, above",
+    [
+        ("evaluation", ("harness.experiment", "harness.cli", "harness.chunkers", "harness.retrievers")),
+        ("tracking", ("harness.experiment", "harness.cli")),
+    ],
+)
 def test_layer_never_imports_the_layers_above(layer, above):
     bad = _violations(_sources(layer), lambda name: any(_under(name, a) for a in above))
     assert not bad, f"harness/{layer} imports a layer above it:\n" + "\n".join(bad)

@@ -291,10 +291,14 @@ class Tracker:
     Args:
         tracking_uri: MLflow tracking URI.
         experiment: experiment name (created when missing).
-        artifact_location: artifact root for a newly created experiment, or None.
+        artifact_location: artifact root for a newly created experiment; None: beside a
+            local SQLite store's database (:func:`artifact_root_for`, never the working
+            folder's ``mlruns/``), or the server's choice for any other store.
     """
 
     def __init__(self, tracking_uri: str, experiment: str, artifact_location: str | None = None) -> None:
+        if artifact_location is None:
+            artifact_location = artifact_root_for(tracking_uri, ".")
         from harness.runtime import long_lived
 
         with long_lived("mlflow"):  # MLflow's modules and the store's engine stay for the whole process

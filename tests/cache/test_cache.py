@@ -20,10 +20,10 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-
 from conftest import PROJECT_ROOT, compose
-from harness.cli import cache as cli_cache
+
 from harness import cache as hc
+from harness.cli import cache as cli_cache
 from harness.types import Chunk, Document
 
 
@@ -128,8 +128,8 @@ def test_changed_model_folder_or_window_changes_the_key_and_is_re_embedded(tmp_p
 
 # -- the acceptance property ---------------------------------------------------------------
 def _run(kestrel, cache_dir, chunker_conf):
-    from harness.experiment import build
     from harness.embeddings.model import Encoder
+    from harness.experiment import build
     from harness.experiment.pipeline import EvaluationTools, evaluate
     from harness.experiment.settings import MetricSettings
 
@@ -138,8 +138,12 @@ def _run(kestrel, cache_dir, chunker_conf):
     chunker = build.build_chunker(cfg, encoder)
     retriever = build.build_retriever(cfg, encoder)
     ev = evaluate(
-        kestrel, chunker, retriever, MetricSettings.defaults(ks=[1, 5], budgets=()),
-        EvaluationTools(chunk_cache=hc.ChunkCache(cache_dir / "chunks"), chunker_config=build.to_container(cfg.chunker)), progress=False,
+        kestrel,
+        chunker,
+        retriever,
+        MetricSettings.defaults(ks=[1, 5], budgets=()),
+        EvaluationTools(chunk_cache=hc.ChunkCache(cache_dir / "chunks"), chunker_config=build.to_container(cfg.chunker)),
+        progress=False,
     )
     return ev, encoder
 
@@ -168,16 +172,20 @@ def test_second_identical_run_embeds_nothing_and_a_threshold_sweep_reuses_senten
     assert enc3.n_cache_hits > 0
 
     # BM25 and FAISS share the chunk set: a BM25 run of the first config reads it
-    from harness.experiment import build
     from harness.embeddings.model import Encoder
+    from harness.experiment import build
     from harness.experiment.pipeline import EvaluationTools, evaluate
     from harness.experiment.settings import MetricSettings
 
     cfg = compose(["chunker=semantic", "chunker.threshold=0.5", "retriever=bm25"])
     enc4 = Encoder(show_progress=False, cache_dir=tmp_path)
     bm25 = evaluate(
-        kestrel, build.build_chunker(cfg, enc4), build.build_retriever(cfg, enc4), MetricSettings.defaults(ks=[1, 5], budgets=()),
-        EvaluationTools(chunk_cache=hc.ChunkCache(tmp_path / "chunks"), chunker_config=build.to_container(cfg.chunker)), progress=False,
+        kestrel,
+        build.build_chunker(cfg, enc4),
+        build.build_retriever(cfg, enc4),
+        MetricSettings.defaults(ks=[1, 5], budgets=()),
+        EvaluationTools(chunk_cache=hc.ChunkCache(tmp_path / "chunks"), chunker_config=build.to_container(cfg.chunker)),
+        progress=False,
     )
     assert bm25.cache == {"chunks_cached": 1.0} and bm25.chunks == first.chunks and enc4.n_encoded == 0
 
@@ -262,9 +270,7 @@ def _kill_writer_midway(kind: str, folder: Path, torn, min_rounds: int = 3, max_
     rng = np.random.default_rng(0)
     caught = 0
     for r in range(max_rounds):
-        proc = subprocess.Popen(
-            [sys.executable, "-c", _WRITER, kind, str(folder)], stdout=subprocess.PIPE, text=True, cwd=str(PROJECT_ROOT)
-        )
+        proc = subprocess.Popen([sys.executable, "-c", _WRITER, kind, str(folder)], stdout=subprocess.PIPE, text=True, cwd=str(PROJECT_ROOT))
         try:
             while not (line := proc.stdout.readline()).startswith("done"):  # imports are over
                 assert line, "writer died early"
@@ -324,9 +330,7 @@ def test_two_processes_write_the_same_embedding_cache_at_once(tmp_path):
             store.put("m", {f"{who}{i}": np.random.default_rng(i).standard_normal(384).astype(np.float32) for i in range(b * 50, b * 50 + 50)})
         """
     )
-    procs = [
-        subprocess.Popen([sys.executable, "-c", script, str(tmp_path), who], cwd=str(PROJECT_ROOT)) for who in ("a", "b")
-    ]
+    procs = [subprocess.Popen([sys.executable, "-c", script, str(tmp_path), who], cwd=str(PROJECT_ROOT)) for who in ("a", "b")]
     assert [p.wait(timeout=120) for p in procs] == [0, 0]
     store = hc.EmbeddingCache(tmp_path)
     assert store.count() == 2 * 20 * 50

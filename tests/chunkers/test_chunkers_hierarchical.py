@@ -74,8 +74,14 @@ def test_markers_mode():
 
 @pytest.mark.parametrize(
     "kwargs, param",
-    [({"parent_size": 100, "child_size": 100}, "parent_size"), ({"mode": "markers"}, "markers"), ({"mode": "x"}, "mode"),
-     ({"return_unit": "doc"}, "return_unit"), ({"child_overlap": 200}, "child_overlap"), ({"mode": "markers", "markers": ["("]}, "markers")],
+    [
+        ({"parent_size": 100, "child_size": 100}, "parent_size"),
+        ({"mode": "markers"}, "markers"),
+        ({"mode": "x"}, "mode"),
+        ({"return_unit": "doc"}, "return_unit"),
+        ({"child_overlap": 200}, "child_overlap"),
+        ({"mode": "markers", "markers": ["("]}, "markers"),
+    ],
 )
 def test_invalid_parameters(kwargs, param):
     with pytest.raises(ValueError, match=rf"chunker\.{param}"):
@@ -85,7 +91,6 @@ def test_invalid_parameters(kwargs, param):
 def test_metrics_score_what_the_generator_receives(kestrel):
     h = HierarchicalChunker(mode="headings", parent_size=512, child_size=64)
     ev = evaluate(kestrel, h, BM25Retriever(), MetricSettings.defaults(ks=[1, 5]), EvaluationTools(context_token_counter=len), progress=False)
-    docs = kestrel.by_id
     for _, row in ev.per_query.head(30).iterrows():
         returned = row["retrieved"].split(";")
         assert len(returned) == len(set(returned)) == 5

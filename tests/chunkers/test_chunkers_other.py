@@ -8,17 +8,17 @@ from __future__ import annotations
 import re
 
 import pytest
-
 from conftest import compose
-from harness.experiment import build
+
 from harness.chunkers.adaptive import AdaptiveChunker, sniff_type
 from harness.chunkers.chonkie import ChonkieChunker
 from harness.chunkers.langchain import LangChainChunker
 from harness.chunkers.recursive import RecursiveChunker
 from harness.chunkers.timestamp import TimestampChunker
 from harness.chunkers.topic import TopicChunker, auto_topics
-from harness.text.units import get_counter
 from harness.evaluation.metrics.ranking import query_metrics
+from harness.experiment import build
+from harness.text.units import get_counter
 from harness.types import Document, Evidence, Query
 
 URL = "https://example.com/" + "a" * 300  # 320 characters, no break opportunity
@@ -211,8 +211,11 @@ def test_topic_alternating_paragraphs_make_multi_span_chunk_with_full_recall(enc
     ev2 = "Bulk fermentation at 24 degrees Celsius usually takes about five hours."
     assert (len(ev1), len(ev2)) == (65, 71)
     s1, s2 = doc.text.index(ev1), doc.text.index(ev2)
-    query = Query("q1", "How fast does a starter rise and how long is bulk fermentation?",
-                  (Evidence("topics.txt", s1, s1 + 65, ev1), Evidence("topics.txt", s2, s2 + 71, ev2)))
+    query = Query(
+        "q1",
+        "How fast does a starter rise and how long is bulk fermentation?",
+        (Evidence("topics.txt", s1, s1 + 65, ev1), Evidence("topics.txt", s2, s2 + 71, ev2)),
+    )
     metrics = query_metrics(query, [chunks[0], chunks[1]], ks=[1, 2])
     assert metrics["recall@1"] == 1.0
     # retrieved at 1: the three baking paragraphs, 204 + 199 + 201 = 604 chars; evidence 65 + 71 = 136
@@ -336,7 +339,10 @@ def test_adaptive_routes_kestrel_documents(kestrel):
 
 
 def routes(**override):
-    base = {t: {"_target_": "harness.chunkers.recursive.RecursiveChunker", "chunk_size": 200, "unit": "chars"} for t in ("code", "markdown", "table", "faq", "prose")}
+    base = {
+        t: {"_target_": "harness.chunkers.recursive.RecursiveChunker", "chunk_size": 200, "unit": "chars"}
+        for t in ("code", "markdown", "table", "faq", "prose")
+    }
     base["chat"] = {"_target_": "harness.chunkers.timestamp.TimestampChunker", "max_chunk_size": 200, "unit": "chars"}
     base.update(override)
     return base

@@ -106,13 +106,7 @@ def test_markdown_204_char_fence_is_never_split_at_256_chars():
     check_chunks(doc, chunks, "chars", 256)
 
 
-NESTED = (
-    "# Guide\n\nWelcome to the guide.\n\n"
-    "## Install\n\nInstall steps.\n\n"
-    "### Linux\n\nUse apt.\n\n"
-    "### macOS\n\nUse brew.\n\n"
-    "## Usage\n\nRun it.\n"
-)
+NESTED = "# Guide\n\nWelcome to the guide.\n\n## Install\n\nInstall steps.\n\n### Linux\n\nUse apt.\n\n### macOS\n\nUse brew.\n\n## Usage\n\nRun it.\n"
 
 
 def test_markdown_section_paths_on_a_nested_document():

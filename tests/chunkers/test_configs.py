@@ -2,11 +2,9 @@
 the embedded dataset and on chroma_general, so a new strategy is tested the moment its
 ``conf/chunker/<name>.yaml`` exists."""
 
-from pathlib import Path
-
 import pytest
-
 from conftest import PROJECT_ROOT, compose
+
 from harness.experiment import build
 from harness.text.units import get_counter
 
@@ -15,7 +13,9 @@ CHUNKER_CONFIGS = sorted(p.stem for p in (PROJECT_ROOT / "conf" / "chunker").glo
 #: port, and the setting the error must name. Here they must fail clearly without the
 #: service; their chunk contract is checked against local servers in tests/test_agentic.py.
 NEEDS_SERVICE = {"agentic": ("chunker.llm.base_url", ["chunker.llm.retries=0"])}
-GROUPS = {g: sorted(p.stem for p in (PROJECT_ROOT / "conf" / g).glob("*.yaml")) for g in ("dataset", "retriever", "embedding", "metrics", "tracking", "experiment")}
+GROUPS = {
+    g: sorted(p.stem for p in (PROJECT_ROOT / "conf" / g).glob("*.yaml")) for g in ("dataset", "retriever", "embedding", "metrics", "tracking", "experiment")
+}
 
 
 def test_there_are_configs():

@@ -57,11 +57,20 @@ def test_streams_on_extracted_pdf_html_and_markdown(docs):
     ]
     table, image = chunks[2], chunks[3]
     assert table.text == TABLE_CAPTION + "\n\n" + TABLE_MD  # no prefix: the caption is inside the span
-    assert {k: table.metadata[k] for k in ("format", "table", "caption", "rows")} == {"format": "markdown", "table": 0, "caption": TABLE_CAPTION, "rows": [0, 2]}
+    assert {k: table.metadata[k] for k in ("format", "table", "caption", "rows")} == {
+        "format": "markdown",
+        "table": 0,
+        "caption": TABLE_CAPTION,
+        "rows": [0, 2],
+    }
     assert "prefix" not in table.metadata
     assert image.text == "[image: I1.png]\n\n" + FIGURE_CAPTION
     assert {k: image.metadata[k] for k in ("name", "caption", "width", "height", "ocr")} == {
-        "name": "I1.png", "caption": FIGURE_CAPTION, "width": 400, "height": 100, "ocr": False,
+        "name": "I1.png",
+        "caption": FIGURE_CAPTION,
+        "width": 400,
+        "height": 100,
+        "ocr": False,
     }
     assert chunker.contiguous and chunker.partitions and chunker.size_limit() == ("tokens", "model", 254)
     check_contract(chunker, docs.documents, chunks)
@@ -71,7 +80,6 @@ def test_oversize_table_split_between_rows_with_caption_and_header_prefix(docs):
     html = docs.by_id["museum.html"]
     chunker = ModalityChunker(text_chunker=chars(80))
     tables = [c for c in chunker.chunk(html) if c.metadata["modality"] == "table"]
-    header = "| Day | Opens | Closes |\n| --- | --- | --- |"
     # caption+header = 115..183 (68 chars) fits 80, adding row 1 (to 212) would not. Later pieces
     # repeat caption + header as a prefix that counts against the limit; at 69 characters it is
     # longer than half of 80, so it is cut to its first 38 characters + "\n" (39 <= 40). Then
@@ -165,8 +173,13 @@ def test_adaptive_routes_extracted_pdf_and_html_to_modality(docs):
 def _run(folder, uri, chunker, retriever):
     cfg = compose(
         [
-            "dataset=folder", f"dataset.path={folder}", f"chunker={chunker}", f"retriever={retriever}",
-            f"tracking.uri={uri}", "stats.bootstrap=0", "embedding.show_progress=false",
+            "dataset=folder",
+            f"dataset.path={folder}",
+            f"chunker={chunker}",
+            f"retriever={retriever}",
+            f"tracking.uri={uri}",
+            "stats.bootstrap=0",
+            "embedding.show_progress=false",
         ]
     )
     return execute(cfg)

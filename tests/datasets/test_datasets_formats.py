@@ -194,7 +194,10 @@ def test_squad_answer_mismatch_names_the_json_path(tmp_path):
     [
         (lambda d: d["data"][1]["paragraphs"][0]["qas"][1].pop("question"), r"data\[1\]\.paragraphs\[0\]\.qas\[1\]: missing field 'question'"),
         (lambda d: d["data"][0]["paragraphs"][0]["qas"][0]["answers"][0].update(answer_start="21"), r"answers\[0\]\.answer_start: expected int, got str"),
-        (lambda d: d["data"][0]["paragraphs"][0]["qas"][0]["answers"][0].update(answer_start=24), r"answer_start=24 \+ len\(text\)=4 is outside the context of length 26"),
+        (
+            lambda d: d["data"][0]["paragraphs"][0]["qas"][0]["answers"][0].update(answer_start=24),
+            r"answer_start=24 \+ len\(text\)=4 is outside the context of length 26",
+        ),
         (lambda d: d["data"][0]["paragraphs"][0].update(context=" "), r"data\[0\]\.paragraphs\[0\]\.context: empty context"),
         (lambda d: d.pop("data"), r"missing field 'data'"),
         (lambda d: d["data"][1]["paragraphs"][1]["qas"][0].update(id="s1"), r"duplicate query_id 's1'"),

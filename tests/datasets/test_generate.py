@@ -213,7 +213,15 @@ def test_cli_writes_reuses_cached_replies_and_refuses_to_overwrite(kestrel, tmp_
     writer = Writer(kestrel)
     out = tmp_path / "gen"
     with FakeLLM(default=writer.good) as server:
-        args = ["dataset=kestrel_kb", "n=3", "seed=7", f"llm.base_url={server.base_url}", f"output={out}", f"cache.dir={tmp_path / 'cache'}", f"hydra.run.dir={tmp_path / 'h'}"]
+        args = [
+            "dataset=kestrel_kb",
+            "n=3",
+            "seed=7",
+            f"llm.base_url={server.base_url}",
+            f"output={out}",
+            f"cache.dir={tmp_path / 'cache'}",
+            f"hydra.run.dir={tmp_path / 'h'}",
+        ]
         first = _cli(args)
         assert first.returncode == 0, first.stderr
         assert "asked 3" in first.stdout and "accepted 3, rejected 0" in first.stdout
@@ -239,7 +247,9 @@ def test_cli_without_a_server_exits_2_naming_base_url(tmp_path):
 @pytest.mark.slow
 def test_llama_server_generation_counts_add_up(llama, tmp_path):  # noqa: F811
     out = tmp_path / "generated"
-    cfg = compose_generate(["n=4", f"llm.base_url={llama}", "llm.model=tinycoder", "llm.max_tokens=64", "passage_chars=400", "min_passage_chars=100", f"output={out}"])
+    cfg = compose_generate(
+        ["n=4", f"llm.base_url={llama}", "llm.model=tinycoder", "llm.max_tokens=64", "passage_chars=400", "min_passage_chars=100", f"output={out}"]
+    )
     generation, folder = run(cfg)
     c = generation.counts
     assert c["asked"] == 4 == c["accepted"] + c["rejected"]

@@ -8,8 +8,8 @@ import io
 import mlflow
 import pandas as pd
 import pytest
-
 from conftest import compose
+
 from harness.cli import compare as cli_compare
 from harness.tracking import runs as tracking_runs
 
@@ -122,7 +122,9 @@ def test_all_runs_adds_failed_and_parent_runs_with_status(store, capsys):
     assert table["run_id"].iloc[-1] == store["failed"]  # no recall: last
     # sorted by a table column; the run that failed on a config error still logged its
     # params (chunk_size 200), the sweep parent has none: last
-    assert cli_compare.main(["--tracking-uri", store["uri"], "--experiment", "kestrel_kb", "--format", "csv", "--all-runs", "--sort", "size", "--ascending"]) == 0
+    assert (
+        cli_compare.main(["--tracking-uri", store["uri"], "--experiment", "kestrel_kb", "--format", "csv", "--all-runs", "--sort", "size", "--ascending"]) == 0
+    )
     by_size = pd.read_csv(io.StringIO(capsys.readouterr().out), dtype={"run_id": str})
     assert by_size["size"].tolist()[:4] == [100, 150, 200, 200] and by_size["size"].iloc[4:].isna().all()
     assert by_size["run_id"].iloc[-1] == store["parent"]

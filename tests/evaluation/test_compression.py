@@ -15,12 +15,12 @@ document has a positive BM25 idf (with two, rank-bm25's idf of such a term is 0)
 """
 
 import pytest
-
 from conftest import compose
-from harness.experiment import build
+
 from harness.chunkers.recursive import RecursiveChunker
 from harness.evaluation.compression import Compressor, from_config
 from harness.evaluation.metrics import mlflow_key
+from harness.experiment import build
 from harness.experiment.pipeline import EvaluationTools, evaluate
 from harness.experiment.settings import MetricSettings
 from harness.retrievers.bm25 import BM25Retriever
@@ -70,8 +70,12 @@ def test_compression_keeps_the_evidence_sentence_and_raises_precision(encoder, t
     ds = dataset()
     compressor = Compressor(enabled=True, budget=60, unit="chars", encoder=encoder)
     ev = evaluate(
-        ds, RecursiveChunker(chunk_size=500, unit="chars"), BM25Retriever(), MetricSettings.defaults(ks=(1, 2), budgets=()),
-        EvaluationTools(context_token_counter=len, compressor=compressor), progress=False,
+        ds,
+        RecursiveChunker(chunk_size=500, unit="chars"),
+        BM25Retriever(),
+        MetricSettings.defaults(ks=(1, 2), budgets=()),
+        EvaluationTools(context_token_counter=len, compressor=compressor),
+        progress=False,
     )
     pq = ev.per_query.set_index("query_id")
     assert pq.loc["light", "retrieved"].split(";")[0] == "harbour.txt#0-130"
@@ -109,7 +113,14 @@ def test_compression_keeps_the_evidence_sentence_and_raises_precision(encoder, t
 
 
 def test_disabled_compression_adds_nothing_and_bad_settings_fail():
-    ev = evaluate(dataset(), RecursiveChunker(chunk_size=500, unit="chars"), BM25Retriever(), MetricSettings.defaults(ks=(1,), budgets=()), EvaluationTools(compressor=Compressor()), progress=False)
+    ev = evaluate(
+        dataset(),
+        RecursiveChunker(chunk_size=500, unit="chars"),
+        BM25Retriever(),
+        MetricSettings.defaults(ks=(1,), budgets=()),
+        EvaluationTools(compressor=Compressor()),
+        progress=False,
+    )
     assert not any(k.startswith(("compressed.", "compression.")) for k in ev.metrics)
     for kwargs, fragment in [
         ({"budget": 0}, "compression.budget must be an integer >= 1"),
@@ -127,7 +138,12 @@ def test_disabled_compression_adds_nothing_and_bad_settings_fail():
 def test_compression_config_group(encoder):
     cfg = compose([])
     assert build.to_container(cfg.compression) == {
-        "_target_": "harness.evaluation.compression.Compressor", "enabled": False, "budget": 256, "unit": "tokens", "tokenizer": "model", "split_paragraphs": True,
+        "_target_": "harness.evaluation.compression.Compressor",
+        "enabled": False,
+        "budget": 256,
+        "unit": "tokens",
+        "tokenizer": "model",
+        "split_paragraphs": True,
     }
     assert from_config(build.to_container(cfg.compression), encoder) is None  # disabled
     on = from_config(build.to_container(compose(["compression.enabled=true", "compression.budget=128"]).compression), encoder)

@@ -9,7 +9,6 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from harness.text.units import get_counter
 from harness.evaluation.diagnostics import (
     REASONS,
     aggregate_reasons,
@@ -24,6 +23,7 @@ from harness.evaluation.diagnostics import (
     reason_counts,
 )
 from harness.evaluation.metrics.ranking import query_metrics
+from harness.text.units import get_counter
 from harness.types import Chunk, Document, Evidence, Query
 
 # Offsets of A: aaaa [0,4) bbbb [5,9) cccc [10,14) dddd [15,19) eeee [20,24) ffff [25,29)
@@ -239,7 +239,12 @@ def test_diagnose_and_aggregate():
     assert m["diagnostics.missed@2"] == 0.25
     assert len(m) == 10
     assert reason_counts(reasons, ks=[1])[1] == {
-        "not_covered": 0, "boundary_split": 1, "truncated": 0, "rank_miss": 2, "missed": 3, "queries": 4,
+        "not_covered": 0,
+        "boundary_split": 1,
+        "truncated": 0,
+        "rank_miss": 2,
+        "missed": 3,
+        "queries": 4,
     }
     assert aggregate_reasons({}, ks=[1])["diagnostics.missed@1"] == 0.0
 

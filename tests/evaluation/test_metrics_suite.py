@@ -10,7 +10,6 @@ import random
 import pytest
 
 from harness.chunkers.fixed import FixedChunker
-from harness.text.units import WordCounter
 from harness.evaluation.metrics import FAMILIES, METRICS, metric_names, mlflow_key, parse_metric, parse_name
 from harness.evaluation.metrics.budget import budget_recall
 from harness.evaluation.metrics.ir import (
@@ -19,15 +18,16 @@ from harness.evaluation.metrics.ir import (
     chunk_qrels,
     document_metrics,
     document_run,
+    ir_per_query,
     item_recall,
     precision_omega,
-    ir_per_query,
 )
 from harness.evaluation.metrics.ranking import RELEVANCE_RULES, is_relevant, query_metrics
 from harness.experiment.pipeline import EvaluationTools, evaluate
 from harness.experiment.settings import MetricSettings
 from harness.retrievers.base import Retriever
 from harness.retrievers.bm25 import BM25Retriever
+from harness.text.units import WordCounter
 from harness.types import Chunk, Dataset, Document, Evidence, Query
 
 DOC = Document("a", "x" * 100)
@@ -122,9 +122,27 @@ def test_a_query_that_retrieves_nothing_scores_zero_and_is_counted():
         def search(self, queries, k):
             return {q.query_id: ({self.first: 1.0} if q.query_id == "q1" else {}) for q in queries}
 
-    ev = evaluate(ds, FixedChunker(chunk_size=24, unit="chars"), FirstQueryOnly(), MetricSettings.defaults(ks=[1, 4], budgets=[8]), EvaluationTools(context_tokenizer=WordCounter()), progress=False)
+    ev = evaluate(
+        ds,
+        FixedChunker(chunk_size=24, unit="chars"),
+        FirstQueryOnly(),
+        MetricSettings.defaults(ks=[1, 4], budgets=[8]),
+        EvaluationTools(context_tokenizer=WordCounter()),
+        progress=False,
+    )
     pq = ev.per_query.set_index("query_id")
-    for name in ("recall@1", "precision@1", "context_precision@1", "mrr@1", "chunk_precision@4", "item_recall@4", "hit_rate@4", "ndcg@4", "map@4", "recall@8tok"):
+    for name in (
+        "recall@1",
+        "precision@1",
+        "context_precision@1",
+        "mrr@1",
+        "chunk_precision@4",
+        "item_recall@4",
+        "hit_rate@4",
+        "ndcg@4",
+        "map@4",
+        "recall@8tok",
+    ):
         assert pq.loc["q1", name] > 0, name
         assert pq.loc["q2", name] == 0.0, name
     assert len(pq) == 2
@@ -227,7 +245,10 @@ def test_budget_recall_with_added_context_and_unmappable_text():
     prefixed = Chunk.from_spans(WORDS, [(12, 23)], text="T: ee ff gg hh")  # "T:" ends at 2, "ee" at 5
     # budget 2: "T:" + "ee" -> 5 - 3 = 2 source chars [12, 14)
     assert budget_recall(EV_EF, [prefixed], [1, 2], _ends, {"w": WORDS}) == {
-        "recall@1tok": 0.0, "budget_filled@1tok": 1.0, "recall@2tok": pytest.approx(2 / 5), "budget_filled@2tok": 1.0,
+        "recall@1tok": 0.0,
+        "budget_filled@1tok": 1.0,
+        "recall@2tok": pytest.approx(2 / 5),
+        "budget_filled@2tok": 1.0,
     }
     rewritten = Chunk.from_spans(WORDS, [(12, 23)], text="EE FF GG HH")  # cannot be mapped
     assert budget_recall(EV_EF, [rewritten], [2, 4], _ends, {"w": WORDS})["recall@2tok"] == 0.0  # crossing: nothing
@@ -368,7 +389,9 @@ def test_evaluate_reports_the_whole_suite_on_kestrel(kestrel):
     assert list(ev.budget_table().columns) == ["@64tok", "@256tok"]
     assert {"ndcg", "item_recall", "doc_recall"} <= set(ev.table().index)
     # PrecisionΩ depends on the chunking only; the relevance rules are nested per query
-    by_rule = {r: evaluate(kestrel, chunker, BM25Retriever(), MetricSettings.defaults(relevance=r, **kw), tools, progress=False).per_query for r in RELEVANCE_RULES}
+    by_rule = {
+        r: evaluate(kestrel, chunker, BM25Retriever(), MetricSettings.defaults(relevance=r, **kw), tools, progress=False).per_query for r in RELEVANCE_RULES
+    }
     assert by_rule["any_overlap"]["precision_omega"].tolist() == ev.per_query["precision_omega"].tolist()
     assert (by_rule["contains_evidence"]["hit_rate@5"] <= by_rule["overlap_fraction"]["hit_rate@5"]).all()
     assert (by_rule["overlap_fraction"]["hit_rate@5"] <= by_rule["any_overlap"]["hit_rate@5"]).all()

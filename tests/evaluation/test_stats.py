@@ -10,9 +10,9 @@ import mlflow
 import numpy as np
 import pandas as pd
 import pytest
+from conftest import KESTREL_PATH, compose
 from scipy import stats as sps
 
-from conftest import KESTREL_PATH, compose
 from harness.cli import compare as cli_compare
 from harness.evaluation import compare
 from harness.evaluation.stats import bootstrap_ci, holm, metric_cis, paired_comparison, sign_flip_p_value
@@ -87,9 +87,7 @@ def test_sign_flip_matches_scipy_permutation_test():
     rng = np.random.default_rng(11)
     d = rng.normal(0.05, 0.2, size=14)  # 2**14 = 16384 patterns: both enumerate exactly
     ours = sign_flip_p_value(d, n_resamples=20000)
-    ref = sps.permutation_test(
-        (d,), lambda x, axis: np.mean(x, axis=axis), permutation_type="samples", n_resamples=20000, alternative="two-sided"
-    )
+    ref = sps.permutation_test((d,), lambda x, axis: np.mean(x, axis=axis), permutation_type="samples", n_resamples=20000, alternative="two-sided")
     assert ours == pytest.approx(ref.pvalue, abs=1e-12)
 
 

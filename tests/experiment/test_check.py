@@ -60,9 +60,7 @@ def test_one_sided_sign_flip_exact_hand_worked():
 def test_one_sided_sign_flip_matches_scipy_permutation_test():
     x = np.random.default_rng(3).normal(0.05, 0.3, size=60)
     ours = sign_flip_p_value_greater(x, n_resamples=20000, seed=1)
-    ref = sps.permutation_test(
-        (x,), np.mean, permutation_type="samples", alternative="greater", n_resamples=20000, rng=np.random.default_rng(2)
-    ).pvalue
+    ref = sps.permutation_test((x,), np.mean, permutation_type="samples", alternative="greater", n_resamples=20000, rng=np.random.default_rng(2)).pvalue
     # Monte Carlo p-values near 0.1: standard error sqrt(p(1-p)/20000) ~ 0.002
     assert ours == pytest.approx(ref, abs=0.01)
 
@@ -207,7 +205,10 @@ def test_a_different_query_set_in_the_baseline_exits_2(tmp_path, capsys):
         ("chunker=no_such_chunker", "cannot compose the candidate config"),
         ("chunker.chunk_overlap=-5", "chunk_overlap"),
         ("chunker.chunk_size=16,32", "cannot compose the candidate config"),
-        ("metrics.relevance=any_overlap", "metric definitions differ from the baseline's (metrics.relevance: baseline 'overlap_fraction', candidate 'any_overlap')"),
+        (
+            "metrics.relevance=any_overlap",
+            "metric definitions differ from the baseline's (metrics.relevance: baseline 'overlap_fraction', candidate 'any_overlap')",
+        ),
         ("hydra.run.dir=/tmp", "the gate sets hydra"),
     ],
 )
@@ -227,7 +228,11 @@ def test_gate_passes_on_the_committed_baseline_through_the_cli(tmp_path):
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
     proc = subprocess.run(
         [sys.executable, "-m", "harness.check", *_common(uri)],
-        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=1200,
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=1200,
     )
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     out = proc.stdout

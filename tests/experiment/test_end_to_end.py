@@ -21,9 +21,7 @@ def _runs(uri, experiment):
 @pytest.mark.slow
 @pytest.mark.parametrize("retriever", ["faiss", "bm25"])
 def test_one_run_per_retriever_logs_everything(retriever, tracking_uri, tmp_path):
-    cfg = compose(
-        [f"retriever={retriever}", "chunker=recursive", "chunker.chunk_size=128", f"tracking.uri={tracking_uri}", "embedding.show_progress=false"]
-    )
+    cfg = compose([f"retriever={retriever}", "chunker=recursive", "chunker.chunk_size=128", f"tracking.uri={tracking_uri}", "embedding.show_progress=false"])
     result = execute(cfg)
     client, runs = _runs(tracking_uri, "kestrel_kb")
     assert len(runs) == 1
@@ -126,11 +124,22 @@ def test_multirun_sweep_continues_after_a_failed_job(tmp_path):
     env = {**os.environ, "MLFLOW_TRACKING_URI": uri}
     proc = subprocess.run(
         [
-            sys.executable, "-m", "harness.run", "-m",
-            "chunker=fixed,recursive", "chunker.chunk_size=0,200", "retriever=bm25",
-            f"hydra.sweep.dir={tmp_path / 'multirun'}", f"cache.dir={_SESSION_CACHE}", "embedding.show_progress=false",
+            sys.executable,
+            "-m",
+            "harness.run",
+            "-m",
+            "chunker=fixed,recursive",
+            "chunker.chunk_size=0,200",
+            "retriever=bm25",
+            f"hydra.sweep.dir={tmp_path / 'multirun'}",
+            f"cache.dir={_SESSION_CACHE}",
+            "embedding.show_progress=false",
         ],
-        cwd=PROJECT_ROOT, env=env, capture_output=True, text=True, timeout=900,
+        cwd=PROJECT_ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=900,
     )
     assert proc.returncode != 0  # the failed jobs make the sweep exit non-zero ...
     _, runs = _runs(uri, "kestrel_kb")

@@ -61,7 +61,9 @@ def _statuses(runs) -> list[str]:
 
 
 def _bm25(uri: str, *overrides: str):
-    return compose(["retriever=bm25", "chunker=fixed", "chunker.chunk_size=200", "stats.bootstrap=0", f"tracking.uri={uri}", "embedding.show_progress=false", *overrides])
+    return compose(
+        ["retriever=bm25", "chunker=fixed", "chunker.chunk_size=200", "stats.bootstrap=0", f"tracking.uri={uri}", "embedding.show_progress=false", *overrides]
+    )
 
 
 @pytest.mark.slow
@@ -166,9 +168,7 @@ def test_killed_sweep_resumes_without_redoing_finished_jobs(tmp_path):
     # the same sweep, SIGKILLed (no chance to close its run) while its third job runs
     log = tmp_path / "killed.log"
     with open(log, "w") as out:
-        proc = subprocess.Popen(
-            _cli(SWEEP, tmp_path / "first"), cwd=PROJECT_ROOT, env=_env(uri), stdout=out, stderr=subprocess.STDOUT, start_new_session=True
-        )
+        proc = subprocess.Popen(_cli(SWEEP, tmp_path / "first"), cwd=PROJECT_ROOT, env=_env(uri), stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
     try:
         _wait_for_kill_point(proc, tmp_path / "killed.db", log)
     finally:
@@ -261,9 +261,7 @@ def test_two_job_sweep_on_a_local_ray_head(tmp_path):
     # a short folder: Ray's unix sockets live under its temp dir and must stay < 108 bytes
     ray_tmp = tempfile.mkdtemp(prefix="ray", dir="/tmp")
     try:
-        proc, _ = _two_job_sweep(
-            tmp_path, ["hydra/launcher=ray_local", "hydra.launcher.ray.init.num_cpus=2", f"+hydra.launcher.ray.init._temp_dir={ray_tmp}"]
-        )
+        proc, _ = _two_job_sweep(tmp_path, ["hydra/launcher=ray_local", "hydra.launcher.ray.init.num_cpus=2", f"+hydra.launcher.ray.init._temp_dir={ray_tmp}"])
         assert "_run_job pid=" in proc.stdout + proc.stderr  # the jobs ran in Ray workers
         assert "job 1/2: fixed-100-0-bm25" in proc.stdout and "job 2/2: fixed-150-0-bm25" in proc.stdout
         # the head, raylet and workers are gone once the sweep returns

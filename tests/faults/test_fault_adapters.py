@@ -366,7 +366,11 @@ def test_differential_chonkie_token(documents):
     for n, (tokenizer, size, overlap) in enumerate(CHONKIE_TOKEN_SETTINGS):
         name = f"chonkie token {tokenizer} {size}/{overlap}"
         chunker = ChonkieChunker(
-            chunker="chonkie.TokenChunker", tokenizer=tokenizer, kwargs={"chunk_size": size, "chunk_overlap": overlap}, on_unaligned="skip", on_oversize="ignore"
+            chunker="chonkie.TokenChunker",
+            tokenizer=tokenizer,
+            kwargs={"chunk_size": size, "chunk_overlap": overlap},
+            on_unaligned="skip",
+            on_oversize="ignore",
         )
         for i, doc in enumerate(documents):
             if tokenizer != "model" and i % 2 != n % 2:

@@ -104,8 +104,12 @@ def run_once(dataset, cache_dir: Path):
     cfg = _config()
     encoder = Encoder(show_progress=False, cache_dir=cache_dir)
     ev = evaluate(
-        dataset, build.build_chunker(cfg, encoder), build.build_retriever(cfg, encoder), MetricSettings.defaults(ks=[1, 3], budgets=()),
-        EvaluationTools(chunk_cache=hc.Cache(cache_dir).chunks, chunker_config=build.to_container(cfg.chunker)), progress=False,
+        dataset,
+        build.build_chunker(cfg, encoder),
+        build.build_retriever(cfg, encoder),
+        MetricSettings.defaults(ks=[1, 3], budgets=()),
+        EvaluationTools(chunk_cache=hc.Cache(cache_dir).chunks, chunker_config=build.to_container(cfg.chunker)),
+        progress=False,
     )
     return ev, encoder
 
@@ -269,10 +273,18 @@ def test_a_whole_run_survives_a_zeroed_cache_database(clean, cache_dir, tmp_path
     folder = write_corpus(tmp_path / "data")
     db = cache_dir / "embeddings" / "embeddings.sqlite"
     _zero_header(db)
-    cfg = compose([
-        "dataset.path=" + str(folder), "dataset.name=tiny", *CHUNKER, "retriever=faiss", f"cache.dir={cache_dir}",
-        f"tracking.uri={tracking_uri}", "embedding.show_progress=false", "stats.bootstrap=0",
-    ])
+    cfg = compose(
+        [
+            "dataset.path=" + str(folder),
+            "dataset.name=tiny",
+            *CHUNKER,
+            "retriever=faiss",
+            f"cache.dir={cache_dir}",
+            f"tracking.uri={tracking_uri}",
+            "embedding.show_progress=false",
+            "stats.bootstrap=0",
+        ]
+    )
     with pytest.warns(UserWarning, match=re.escape(str(db)) + ".*moved it aside"):
         result = execute(cfg)
     shared = [k for k in clean.metrics if k in result["metrics"]]

@@ -217,7 +217,9 @@ def test_runs_of_dead_processes_are_closed_and_the_new_run_proceeds_recording_it
         # the pid is in use again, by a process that started at another time than the run's owner
         reused = _running(tracker, chash, "reused", _owner_tags(sleeper.pid, start="1"))
         older = _running(tracker, chash, "older-version", {})  # no process recorded: as before, taken as dead
-        away = _running(tracker, chash, "silent-elsewhere", _owner_tags(4242, host="other-host.invalid", start="7", heartbeat=time.time() - HEARTBEAT_TIMEOUT_S - 60))
+        away = _running(
+            tracker, chash, "silent-elsewhere", _owner_tags(4242, host="other-host.invalid", start="7", heartbeat=time.time() - HEARTBEAT_TIMEOUT_S - 60)
+        )
         result = execute(cfg)
     finally:
         sleeper.kill()
@@ -315,7 +317,16 @@ def test_a_sweep_records_a_job_running_elsewhere_and_exits_busy(tmp_path):
     sleeper = _sleeper()
     try:
         live = _running(tracker, busy_hash, "live", _owner_tags(sleeper.pid))
-        cmd = [sys.executable, "-m", "harness.run", "-m", *base, "chunker.chunk_size=150,250", f"cache.dir={tmp_path / 'cache'}", f"hydra.sweep.dir={tmp_path / 'sweep'}"]
+        cmd = [
+            sys.executable,
+            "-m",
+            "harness.run",
+            "-m",
+            *base,
+            "chunker.chunk_size=150,250",
+            f"cache.dir={tmp_path / 'cache'}",
+            f"hydra.sweep.dir={tmp_path / 'sweep'}",
+        ]
         proc = subprocess.run(cmd, cwd=PROJECT_ROOT, env={**_env(), "MLFLOW_TRACKING_URI": uri}, capture_output=True, text=True, timeout=600)
     finally:
         sleeper.kill()

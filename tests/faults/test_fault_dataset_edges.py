@@ -340,7 +340,9 @@ def test_a_leading_bom_does_not_hide_the_first_heading_and_offsets_stay_true(tmp
     # code points: BOM 0, "# Heading" 1-9, "\n\n" 10-11, "Body" starts at 12
     root = tmp_path / "n"
     _write(root / "corpus" / "guide.md", text)
-    _write(root / "questions.jsonl", _jsonl([{"query_id": "a", "query": "body?", "evidence": [{"doc_id": "guide.md", "start": 12, "end": 16, "text": "Body"}]}]))
+    _write(
+        root / "questions.jsonl", _jsonl([{"query_id": "a", "query": "body?", "evidence": [{"doc_id": "guide.md", "start": 12, "end": 16, "text": "Body"}]}])
+    )
     ds = load_native(root)
     (doc,) = ds.documents
     assert doc.text == text  # the mark is kept: the stored offsets are those of the file
@@ -348,7 +350,7 @@ def test_a_leading_bom_does_not_hide_the_first_heading_and_offsets_stay_true(tmp
     chunks = MarkdownChunker(max_chunk_size=60, unit="chars").chunk(doc)
     assert [c.metadata["section_path"] for c in chunks] == ["Heading", "Heading > Sub"]
     for c in chunks:
-        (s, e), = c.spans
+        ((s, e),) = c.spans
         assert c.text == doc.text[s:e]
     assert chunks[0].spans[0][0] <= 12 and chunks[0].spans[0][1] >= 16  # the evidence is in the first section
 
@@ -381,7 +383,20 @@ def test_a_leading_bom_in_record_files_is_ignored(tmp_path):
         ds = load_beir(root)
     assert [q.query_id for q in ds.queries] == ["q1", "q4"] and ds.documents[0].doc_id == "mill"
 
-    squad = _write(tmp_path / "s.json", BOM + json.dumps({"data": [{"title": "T", "paragraphs": [{"context": "abc def", "qas": [{"id": "x", "question": "q", "answers": [{"text": "def", "answer_start": 4}]}]}]}]}))
+    squad = _write(
+        tmp_path / "s.json",
+        BOM
+        + json.dumps(
+            {
+                "data": [
+                    {
+                        "title": "T",
+                        "paragraphs": [{"context": "abc def", "qas": [{"id": "x", "question": "q", "answers": [{"text": "def", "answer_start": 4}]}]}],
+                    }
+                ]
+            }
+        ),
+    )
     assert [(e.start, e.end) for e in load_squad(squad).queries[0].evidence] == [(4, 7)]
 
     chroma = tmp_path / "c"

@@ -125,8 +125,12 @@ def test_a_run_with_chunks_over_the_window_warns_once_with_the_chunk_count(tmp_p
     with warnings.catch_warnings(record=True) as record:
         warnings.simplefilter("always")
         ev = evaluate(
-            dataset, build.build_chunker(cfg, enc), build.build_retriever(cfg, enc), MetricSettings.defaults(ks=[1], budgets=()),
-            EvaluationTools(chunk_token_counter=enc.count_tokens, max_seq_length=enc.max_seq_length), progress=False,
+            dataset,
+            build.build_chunker(cfg, enc),
+            build.build_retriever(cfg, enc),
+            MetricSettings.defaults(ks=[1], budgets=()),
+            EvaluationTools(chunk_token_counter=enc.count_tokens, max_seq_length=enc.max_seq_length),
+            progress=False,
         )
     assert len(ev.chunks) == 4
     messages = truncation_warnings(record)

@@ -186,9 +186,7 @@ def test_regex_settings_are_not_decoded():
     assert r"\d{4}" in ts.timestamp_regex and r"[ \t]" in ts.timestamp_regex
     hier = build.build_chunker(compose(["chunker=hierarchical", "chunker.mode=markers", r'chunker.markers=["^\\section\{", "^\d+\.\n"]']))
     assert hier.markers == [r"^\\section\{", r"^\d+\.\n"]
-    lc = build.build_chunker(
-        compose(["chunker=langchain", "+chunker.kwargs.is_separator_regex=true", r'+chunker.kwargs.separators=["\n\s*\n", "\\.", " "]'])
-    )
+    lc = build.build_chunker(compose(["chunker=langchain", "+chunker.kwargs.is_separator_regex=true", r'+chunker.kwargs.separators=["\n\s*\n", "\\.", " "]']))
     assert lc.kwargs["separators"] == [r"\n\s*\n", r"\\.", " "]
 
 

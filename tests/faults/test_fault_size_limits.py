@@ -309,7 +309,12 @@ def test_property_prefixing_chunkers_keep_the_limit(seed, unit, size):
             body = "\n".join("| " + " | ".join(rng.choice(words) for _ in range(cols)) + " |" for _ in range(rng.randint(1, 12)))
             parts.append(head + "\n" + body)
         else:
-            parts.append("**Q: " + " ".join(rng.choice(words) for _ in range(rng.randint(1, 20))) + "?**\n\nA: " + " ".join(rng.choice(words) for _ in range(rng.randint(1, 60))))
+            parts.append(
+                "**Q: "
+                + " ".join(rng.choice(words) for _ in range(rng.randint(1, 20)))
+                + "?**\n\nA: "
+                + " ".join(rng.choice(words) for _ in range(rng.randint(1, 60)))
+            )
     doc = Document("r.md", "\n\n".join(parts) + "\n")
     for chunker in (
         MarkdownChunker(max_chunk_size=size, unit=unit, tokenizer=tokenizer, prepend_section_path=True),

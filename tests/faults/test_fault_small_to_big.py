@@ -372,7 +372,9 @@ def random_dataset(rng, n):
 
 CHUNKERS = {
     "hier-window-parent": lambda: HierarchicalChunker(mode="window", parent_size=60, child_size=15, unit="chars"),
-    "hier-headings-window": lambda: HierarchicalChunker(mode="headings", parent_size=200, child_size=5, child_overlap=2, unit="words", return_unit="window", window_chars=7),
+    "hier-headings-window": lambda: HierarchicalChunker(
+        mode="headings", parent_size=200, child_size=5, child_overlap=2, unit="words", return_unit="window", window_chars=7
+    ),
     "hier-markers-parent": lambda: HierarchicalChunker(mode="markers", markers=[r"^## "], parent_size=12, child_size=4, unit="words"),
     "hier-child": lambda: HierarchicalChunker(mode="window", parent_size=60, child_size=15, unit="chars", return_unit="child"),
     "line-window": LineWindow,
@@ -461,7 +463,9 @@ def test_small_to_big_scores_like_indexing_the_returned_units_directly(kestrel, 
         if span not in parents.setdefault(c.doc_id, []):
             parents[c.doc_id].append(span)
     direct_rankings = {qid: small.loc[qid, "retrieved"].split(";") if small.loc[qid, "retrieved"] else [] for qid in small.index}
-    big = evaluate(ds, GivenSpans(parents), GivenRanking(direct_rankings), MetricSettings.defaults(ks=KS, budgets=(), relevance=rule), progress=False).per_query.set_index("query_id")
+    big = evaluate(
+        ds, GivenSpans(parents), GivenRanking(direct_rankings), MetricSettings.defaults(ks=KS, budgets=(), relevance=rule), progress=False
+    ).per_query.set_index("query_id")
     assert (big["retrieved"] == small["retrieved"]).all()
     cols = [f"{f}@{k}" for f in ("ndcg", "map", "chunk_precision", "hit_rate", "mrr", "recall") for k in KS] + ["precision_omega", "n_relevant_chunks"]
     for col in cols:

@@ -167,9 +167,16 @@ def test_pipeline_recall_of_a_query_without_matching_tokens_is_zero():
 
 def test_ties_among_positive_scores_break_by_ascending_chunk_id_whatever_the_index_order():
     # the same text in two documents: identical positive scores for "broker"
-    docs = [Document(n, t) for n, t in [("b.txt", "broker stores jobs"), ("a.txt", "broker stores jobs"),
-                                        ("c.txt", "workers run jobs"), ("d.txt", "dashboard shows queues"),
-                                        ("e.txt", "retry with backoff")]]
+    docs = [
+        Document(n, t)
+        for n, t in [
+            ("b.txt", "broker stores jobs"),
+            ("a.txt", "broker stores jobs"),
+            ("c.txt", "workers run jobs"),
+            ("d.txt", "dashboard shows queues"),
+            ("e.txt", "retry with backoff"),
+        ]
+    ]
     cs = [Chunk.from_spans(d, [(0, len(d.text))]) for d in docs]
     for order in (cs, cs[::-1], [cs[0], cs[3], cs[1], cs[4], cs[2]]):
         retr = BM25Retriever()

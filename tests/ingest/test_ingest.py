@@ -66,7 +66,14 @@ def test_pdf_text_pages_and_elements_exact(pdf_bytes):
     assert x.metadata == {"n_pages": 2}
     el = x.elements
     assert [(e["type"], e["page"]) for e in el] == [
-        ("heading", 1), ("paragraph", 1), ("paragraph", 1), ("paragraph", 1), ("table", 1), ("image", 1), ("paragraph", 1), ("paragraph", 2),
+        ("heading", 1),
+        ("paragraph", 1),
+        ("paragraph", 1),
+        ("paragraph", 1),
+        ("table", 1),
+        ("image", 1),
+        ("paragraph", 1),
+        ("paragraph", 2),
     ]
     assert (el[0]["start"], el[0]["end"], el[0]["level"]) == (0, 22, 1)  # the 20 pt title
     assert (el[1]["start"], el[1]["end"]) == (24, 85)
@@ -74,12 +81,22 @@ def test_pdf_text_pages_and_elements_exact(pdf_bytes):
     table = el[4]
     assert (table["start"], table["end"]) == (184, 291) and x.text[184:291] == TABLE_MD
     assert {k: table[k] for k in ("format", "rows", "columns", "caption", "caption_start", "caption_end")} == {
-        "format": "markdown", "rows": 2, "columns": 3, "caption": TABLE_CAPTION, "caption_start": 158, "caption_end": 182,
+        "format": "markdown",
+        "rows": 2,
+        "columns": 3,
+        "caption": TABLE_CAPTION,
+        "caption_start": 158,
+        "caption_end": 182,
     }
     image = el[5]
     assert (image["start"], image["end"]) == (293, 308)
     assert {k: image[k] for k in ("name", "width", "height", "ocr", "caption", "caption_start")} == {
-        "name": "I1.png", "width": 400, "height": 100, "ocr": False, "caption": FIGURE_CAPTION, "caption_start": 310,
+        "name": "I1.png",
+        "width": 400,
+        "height": 100,
+        "ocr": False,
+        "caption": FIGURE_CAPTION,
+        "caption_start": 310,
     }
     for e in el:  # every element span indexes the text exactly, and none overlap
         assert 0 <= e["start"] < e["end"] <= len(x.text)
@@ -146,7 +163,11 @@ def test_html_lists_code_images_and_figures():
     code, image = x.elements[1], x.elements[2]
     assert code["type"] == "code" and code["language"] == "python"
     assert {k: image[k] for k in ("type", "name", "alt", "width", "caption", "caption_start")} == {
-        "type": "image", "name": "map.png", "alt": "Map of the harbour", "width": 400, "caption": "Figure 3: The harbour",
+        "type": "image",
+        "name": "map.png",
+        "alt": "Map of the harbour",
+        "width": 400,
+        "caption": "Figure 3: The harbour",
         "caption_start": x.text.index("Figure 3"),
     }
 
@@ -315,9 +336,7 @@ def test_folder_config_composes_and_builds(folder):
 
 
 def test_validate_cli_detects_the_folder_format(folder):
-    proc = subprocess.run(
-        [sys.executable, "-m", "harness.datasets", "validate", str(folder)], capture_output=True, text=True, cwd=PROJECT_ROOT, timeout=300
-    )
+    proc = subprocess.run([sys.executable, "-m", "harness.datasets", "validate", str(folder)], capture_output=True, text=True, cwd=PROJECT_ROOT, timeout=300)
     assert proc.returncode == 0, proc.stderr
     out = proc.stdout
     assert "(folder format)" in out and "documents:       3" in out and "queries:         5" in out

@@ -44,8 +44,7 @@ def test_top1_is_the_matching_chunk_and_k_beyond_size_has_no_padding(make, encod
     for qid in ("q1", "q2"):
         # k=10 > 4 chunks: every candidate once, no -1 ids. FAISS scores every chunk; BM25
         # only those sharing a token with the query ("the", "port" are in chunks 0 and 2)
-        expected = {c.chunk_id for c in cs} if make == "faiss" else {
-            "q1": {cs[1].chunk_id}, "q2": {cs[0].chunk_id, cs[2].chunk_id}}[qid]
+        expected = {c.chunk_id for c in cs} if make == "faiss" else {"q1": {cs[1].chunk_id}, "q2": {cs[0].chunk_id, cs[2].chunk_id}}[qid]
         assert set(run[qid]) == expected
         scores = [run[qid][c] for c in ranked(run, qid)]
         assert scores == sorted(scores, reverse=True)

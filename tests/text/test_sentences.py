@@ -8,11 +8,11 @@ import numpy as np
 import pytest
 
 from harness.chunkers.cluster_semantic import ClusterSemanticChunker, _segment, optimal_segmentation, similarity_band
-from harness.text.packing import pack_units
 from harness.chunkers.paragraph import ParagraphChunker
 from harness.chunkers.recursive import RecursiveChunker
 from harness.chunkers.semantic import SemanticChunker, breakpoint_indices
 from harness.chunkers.sentence import SentenceChunker
+from harness.text.packing import pack_units
 from harness.text.sentences import merge_abbreviation_splits, paragraph_spans, sentence_spans
 from harness.text.units import get_counter
 from harness.types import Document
@@ -437,6 +437,7 @@ def test_dp_uneven_blocks_caps_and_allowed_predicate():
     assert optimal_segmentation(s, max_pieces=3) == [(0, 2), (2, 5), (5, 6)]
     # at most 2 pieces: {2,3} (0.9 - mu) beats {3,4} (0.7 - mu)
     assert optimal_segmentation(s, max_pieces=2) == [(0, 2), (2, 4), (4, 5), (5, 6)]
+
     # a size predicate forbidding any chunk that reaches from 2 to 4 does the same
     def allowed(a, b):
         return not (a <= 2 and b >= 4)

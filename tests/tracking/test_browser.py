@@ -19,8 +19,8 @@ from pathlib import Path
 
 import mlflow
 import pytest
-
 from conftest import compose
+
 from harness.experiment.run import execute
 from harness.tracking.server import start_server
 

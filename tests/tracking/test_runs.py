@@ -118,18 +118,28 @@ def test_annotate_run_adds_tags_metrics_and_text_to_a_finished_run(store):
 
 
 @pytest.mark.skipif(threading.current_thread() is not threading.main_thread(), reason="signals reach the main thread only")
-def test_ctrl_c_while_annotating_leaves_the_store_writable(store):
-    """SIGINT arrives while many small batches are written: it surfaces as KeyboardInterrupt
-    once a call has returned, and the store takes the next write (no "database is locked")."""
+def test_ctrl_c_while_annotating_leaves_the_store_writable(store, monkeypatch):
+    """SIGINT arrives while a batch is being written: it surfaces as KeyboardInterrupt once
+    that call has returned, and the store takes the next write (no "database is locked")."""
     run_id = store["ids"]["r0"]
-    metrics = {f"m{i}": float(i) for i in range(20000)}  # 200 batches: far longer than the timer
-    timer = threading.Timer(0.2, signal.raise_signal, args=(signal.SIGINT,))
-    timer.start()
+    metrics = {f"m{i}": float(i) for i in range(20000)}  # 200 batches
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)  # whatever an earlier test left, Ctrl-C raises here
+    original = mlflow.MlflowClient.log_batch
+    calls = {"n": 0}
+
+    def log_batch(self, *args, **kwargs):  # the signal lands inside the third batch's write
+        calls["n"] += 1
+        if calls["n"] == 3:
+            signal.raise_signal(signal.SIGINT)
+        return original(self, *args, **kwargs)
+
+    monkeypatch.setattr(mlflow.MlflowClient, "log_batch", log_batch)
     try:
         with pytest.raises(KeyboardInterrupt):
             runs.annotate_run(store["uri"], run_id, metrics=metrics)
     finally:
-        timer.cancel()
+        signal.signal(signal.SIGINT, previous)
+    monkeypatch.setattr(mlflow.MlflowClient, "log_batch", original)
     runs.annotate_run(store["uri"], run_id, tags={"after": "ctrl-c"})
     client = mlflow.MlflowClient(store["uri"])
     client.set_terminated(run_id, "KILLED")

@@ -349,8 +349,13 @@ def test_parents_of_dead_sweeps_are_closed_with_their_running_children(tracking_
     assert closed[dead] == [dead_running] and closed[reused] == []
     status = {rid: client.get_run(rid).info.status for rid in (dead, dead_running, dead_done, reused, alive, alive_child, remote)}
     assert status == {
-        dead: "KILLED", dead_running: "KILLED", dead_done: "FINISHED", reused: "KILLED",
-        alive: "RUNNING", alive_child: "RUNNING", remote: "RUNNING",
+        dead: "KILLED",
+        dead_running: "KILLED",
+        dead_done: "FINISHED",
+        reused: "KILLED",
+        alive: "RUNNING",
+        alive_child: "RUNNING",
+        remote: "RUNNING",
     }
     assert client.get_run(dead).data.tags[STALE_TAG] == "true" and client.get_run(dead_running).data.tags[STALE_TAG] == "true"
 
@@ -382,7 +387,9 @@ def test_single_run_has_no_parent_and_goes_to_the_configured_experiment(tracking
 
 
 def _hydra(task: list[str], sweeper: str = "hydra._internal.core_plugins.basic_sweeper.BasicSweeper", params=None):
-    return OmegaConf.create({"sweeper": {"_target_": sweeper, "params": params}, "overrides": {"task": task}, "sweep": {"dir": "/x/multirun/2026-12-01/10-00-00"}})
+    return OmegaConf.create(
+        {"sweeper": {"_target_": sweeper, "params": params}, "overrides": {"task": task}, "sweep": {"dir": "/x/multirun/2026-12-01/10-00-00"}}
+    )
 
 
 def test_sweep_size_and_name_from_the_overrides():

@@ -113,7 +113,15 @@ def test_a_sigkilled_job_process_leaves_its_run_killed_not_running(tmp_path):
     mlflow.MlflowClient(uri).search_experiments()  # the store exists (migrated) before the job and this test both poll it
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "PYTHONFAULTHANDLER": "1"}
     proc = subprocess.Popen(
-        [sys.executable, "-m", "harness.run", f"tracking.uri={uri}", f"cache.dir={tmp_path / 'cache'}", "stats.bootstrap=0", "hydra.run.dir=" + str(tmp_path / "out")],
+        [
+            sys.executable,
+            "-m",
+            "harness.run",
+            f"tracking.uri={uri}",
+            f"cache.dir={tmp_path / 'cache'}",
+            "stats.bootstrap=0",
+            "hydra.run.dir=" + str(tmp_path / "out"),
+        ],
         cwd=PROJECT_ROOT,
         env=env,
         stdout=subprocess.DEVNULL,
@@ -177,8 +185,18 @@ def test_an_error_in_a_pipelined_logging_call_still_fails_the_run(tracking_uri, 
     from harness.tracking.worker import Opening, TrackingWorkerError
 
     opening = Opening(
-        cwd=str(tmp_path), uri=tracking_uri, experiment="pipelined", artifact_location=str(tmp_path / "artifacts"), name="n",
-        config_hash="ab12", resume=False, parent=None, params={"a": 1}, config_yaml="a: 1\n", start_time=time.time(), tags={},
+        cwd=str(tmp_path),
+        uri=tracking_uri,
+        experiment="pipelined",
+        artifact_location=str(tmp_path / "artifacts"),
+        name="n",
+        config_hash="ab12",
+        resume=False,
+        parent=None,
+        params={"a": 1},
+        config_yaml="a: 1\n",
+        start_time=time.time(),
+        tags={},
     )
     tracker = opening.result()
     missing = tmp_path / "missing.png"
