@@ -2,6 +2,7 @@
 
 import sys
 
-from harness.cli.datasets import run_command
+if __name__ == "__main__":
+    from harness.cli.datasets import run_command
 
-sys.exit(run_command(sys.argv[1:]))
+    sys.exit(run_command(sys.argv[1:]))
