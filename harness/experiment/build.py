@@ -61,7 +61,11 @@ def config_hash(cfg: DictConfig) -> str:
 #: result-relevant config (nested ones too, e.g. an adaptive route). A value counts as
 #: neutral only if it equals the entry and has its type (``0`` is not ``False``).
 HASH_NEUTRAL_DEFAULTS: dict[str, dict[str, Any]] = {
-    "harness.chunkers.semantic.SemanticChunker": {"number_of_chunks": None},
+    "harness.chunkers.semantic.SemanticChunker": {"number_of_chunks": None, "target_chunk_size": None, "compatible": None},
+    # compatible=chroma: re-runs of the reference evaluation's chunkers (harness.chunkers.chroma)
+    "harness.chunkers.fixed.FixedChunker": {"compatible": None},
+    "harness.chunkers.recursive.RecursiveChunker": {"compatible": None},
+    "harness.chunkers.cluster_semantic.ClusterSemanticChunker": {"compatible": None},
     # only warns (or refuses a run): never changes a number, so never a new hash
     "harness.embeddings.model.Encoder": {"on_truncate": "warn"},
 }
