@@ -67,7 +67,7 @@ def check_tiktoken(tokenizer: str, unit: str = "tokens") -> None:
             :data:`harness.text.units.TIKTOKEN_OFFLINE`; the message names the setting.
     """
     if unit != "tokens":
-        raise ValueError(f"chunker.compatible=chroma windows tiktoken tokens: needs chunker.unit=tokens, got {unit!r}")
+        raise ValueError(f"chunker.compatible=chroma counts tiktoken tokens here: needs chunker.unit=tokens, got {unit!r}")
     if tokenizer not in TIKTOKEN_OFFLINE:
         raise ValueError(f"chunker.compatible=chroma counts tiktoken tokens: needs chunker.tokenizer in {sorted(TIKTOKEN_OFFLINE)}, got {tokenizer!r}")
 
@@ -166,3 +166,20 @@ def recursive_spans(
         if e > s:
             out.append(((s, e), text[s:e]))
     return out
+
+
+def warn_over_limit(chunks, chunk_size: int, unit: str, doc_id: str) -> None:
+    """Warn when chunks of a ``compatible="chroma"`` chunker hold more than ``chunk_size`` units on their own text.
+
+    The reference bounds the token window or the sum of its pieces' sizes, not a chunk's
+    own text, and keeps such chunks; so does the compatible mode, but it says how many.
+    """
+    over = sum(1 for c in chunks if c.metadata.get("size", 0) > chunk_size)
+    if over:
+        import warnings
+
+        warnings.warn(
+            f"chunker.compatible=chroma: {over} of {len(chunks)} chunks of document {doc_id!r} hold more than chunk_size={chunk_size} {unit} "
+            "on their own text (the reference bounds its windows or the sum of its pieces, not the chunk text); kept as the reference keeps them",
+            stacklevel=3,
+        )

@@ -40,6 +40,7 @@ import bisect
 import re
 
 from harness.chunkers.base import Chunker, check_limit, check_overlap
+from harness.chunkers.chroma import check_compatible, check_tiktoken, recursive_spans, token_count, warn_over_limit
 from harness.text.units import Layout, check_unit, get_counter, layout_of, strip_span, window_atoms
 from harness.types import Chunk, Document, Span, make_chunk_id
 
@@ -61,6 +62,16 @@ class RecursiveChunker(Chunker):
             final ``""``, a piece that no separator cuts small enough is hard-cut (see
             the module docstring).
         strip_whitespace: trim whitespace from both ends of each chunk (LangChain default).
+        compatible: None (this project's algorithm, above) or ``"chroma"``: the
+            ``RecursiveTokenChunker`` of Chroma's ``chunking_evaluation``, re-run on source
+            offsets (:func:`harness.chunkers.chroma.recursive_spans`): a piece is merged only
+            when its size is strictly below ``chunk_size``, the *sum* of the merged pieces'
+            sizes bounds a chunk (so a chunk's own text can hold a few tokens more), a piece
+            no separator cuts is emitted whole, chunks are stripped. Sizes in characters or
+            in tokens of a tiktoken ``tokenizer`` (``cl100k_base`` in the reference, whose
+            separators are ``["\n\n", "\n", ".", "?", "!", " ", ""]``: pass them as
+            ``separators``); needs ``strip_whitespace=True``. No limit is enforced in that
+            mode; ``metadata["size"]`` is each chunk's own size.
 
     Raises:
         ValueError: a parameter outside its range (the message names it).
@@ -76,8 +87,19 @@ class RecursiveChunker(Chunker):
         tokenizer: str = "model",
         separators: list[str] | None = None,
         strip_whitespace: bool = True,
+        compatible: str | None = None,
     ) -> None:
+        check_compatible(compatible)
         check_unit(unit, tokenizer)
+        if compatible is not None:
+            if unit == "words":
+                raise ValueError("chunker.compatible=chroma sizes chunks in characters or tiktoken tokens: needs chunker.unit=chars or tokens, got 'words'")
+            if unit == "tokens":
+                check_tiktoken(tokenizer, unit)
+            if strip_whitespace is not True:
+                raise ValueError(
+                    f"chunker.compatible=chroma strips every chunk as the reference does: needs chunker.strip_whitespace=true, got {strip_whitespace!r}"
+                )
         check_limit("chunk_size", chunk_size, unit)
         check_overlap(chunk_size, chunk_overlap)
         seps = list(DEFAULT_SEPARATORS if separators is None else separators)
@@ -89,6 +111,7 @@ class RecursiveChunker(Chunker):
         self.tokenizer = tokenizer
         self.separators = seps
         self.strip_whitespace = strip_whitespace
+        self.compatible = compatible
 
     def split_spans(self, text: str, *, hard_cut: bool = True) -> list[Span]:
         """Chunk spans of ``text`` in order (the algorithm without building Chunk objects).
@@ -110,6 +133,9 @@ class RecursiveChunker(Chunker):
         was hard-cut: ``(start, end, size, hard_cut)``."""
         if not text:
             return []
+        if self.compatible:
+            length = len if self.unit == "chars" else token_count(self.tokenizer)
+            return [(s, e, length(t), False) for (s, e), t in recursive_spans(text, self.chunk_size, self.chunk_overlap, length, self.separators)]
         counter = get_counter(self.unit, self.tokenizer)
         layout = None if counter.unit == "chars" else layout_of(counter, text)
         out: list[tuple[int, int, int, bool]] = []
@@ -120,8 +146,8 @@ class RecursiveChunker(Chunker):
             out.sort()
         return out
 
-    def size_limit(self) -> tuple[str, str, int]:
-        return (self.unit, self.tokenizer, self.chunk_size)
+    def size_limit(self) -> tuple[str, str, int] | None:
+        return None if self.compatible else (self.unit, self.tokenizer, self.chunk_size)
 
     def chunk(self, doc: Document) -> list[Chunk]:
         # Chunk(...) directly with exactly the fields Chunk.from_spans would set (spans lie in
@@ -137,7 +163,10 @@ class RecursiveChunker(Chunker):
             )
             for s, e, n, hard in self.split_sized(text)
         ]
-        if any(c.metadata["size"] > self.chunk_size for c in chunks):  # one atom over the limit
+        if self.compatible:
+            chunks = [Chunk(c.doc_id, c.spans, c.text, c.chunk_id, {**c.metadata, "compatible": self.compatible}) for c in chunks]
+            warn_over_limit(chunks, self.chunk_size, unit, doc_id)
+        elif any(c.metadata["size"] > self.chunk_size for c in chunks):  # one atom over the limit
             chunks = self.finalize(doc, chunks)
         return chunks
 

@@ -200,6 +200,7 @@ def run_name(cfg: DictConfig) -> str:
     Examples: ``recursive-400-0-faiss`` (size, overlap), ``fixed-chars-200-20-bm25``,
     ``fixed-400-0-cl100k_base-faiss``, ``semantic-threshold-0.8-faiss``,
     ``semantic-percentile-5chunks-faiss`` (``number_of_chunks=5``),
+    ``fixed-400-0-cl100k_base-chroma-faiss`` (``compatible=chroma``), ``semantic-percentile-target300-cl100k_base-chroma-faiss``,
     ``hierarchical-headings-1024-128-faiss`` (parent, child sizes), ``sentence-254-faiss``.
     """
     ch = cfg.chunker
@@ -218,7 +219,9 @@ def run_name(cfg: DictConfig) -> str:
         parts += [str(ch.get("mode", "")), str(ch.get("parent_size", "")), str(ch.child_size)]
     elif "breakpoint" in ch:
         parts.append(str(ch.breakpoint))
-        if ch.get("number_of_chunks") is not None:
+        if ch.get("target_chunk_size") is not None:
+            parts.append(f"target{ch.target_chunk_size}")
+        elif ch.get("number_of_chunks") is not None:
             parts.append(f"{ch.number_of_chunks}chunks")
         elif ch.breakpoint == "threshold":
             parts.append(str(ch.threshold))
@@ -230,6 +233,8 @@ def run_name(cfg: DictConfig) -> str:
         parts.append(str(ch.max_chunk_size))
     if ch.get("tokenizer", "model") not in ("model", None):
         parts.append(str(ch.tokenizer))
+    if ch.get("compatible"):
+        parts.append(str(ch.compatible))  # fixed-400-0-cl100k_base-chroma-faiss
     retr = str(cfg.retriever.get("_target_", "retriever")).rsplit(".", 1)[-1].replace("Retriever", "").lower()
     parts.append(retr)
     return "-".join(p for p in parts if p)
