@@ -12,7 +12,7 @@ Usage (from the project root)::
 
     .venv/bin/python experiments/reproduce/chroma.py                      # ../shared/datasets/chroma_general
     .venv/bin/python experiments/reproduce/chroma.py --dataset /data/chroma_full --json out.json
-    .venv/bin/python experiments/reproduce/chroma.py --only "fixed 400/0" "kamradt 300"
+    .venv/bin/python experiments/reproduce/chroma.py --only "fixed 400/0" --only "kamradt 300"
     .venv/bin/python experiments/reproduce/chroma.py tracking.uri=sqlite:////tmp/m.db cache.dir=/tmp/c
 
 Trailing ``key=value`` arguments are Hydra overrides applied to every run.
@@ -35,7 +35,9 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--dataset", default=str(DEFAULT_DATASET), help="chroma-format folder: questions.csv + corpora/*.md (default: %(default)s)")
     parser.add_argument("--k", type=int, default=5, help="rank cut-off of the table (the reference retrieves 5)")
-    parser.add_argument("--only", nargs="+", metavar="NAME", help=f"configurations to run, of: {', '.join(repr(n) for n in CHROMA_CONFIGURATIONS)}")
+    parser.add_argument(
+        "--only", action="append", metavar="NAME", help=f"a configuration to run (repeat the option for several), of: {', '.join(repr(n) for n in CHROMA_CONFIGURATIONS)}"
+    )
     parser.add_argument("--rerun", action="store_true", help="run again even where a FINISHED run exists")
     parser.add_argument("--json", metavar="FILE", help="also write the results as JSON")
     parser.add_argument("--markdown", metavar="FILE", help="also write the table as markdown")

@@ -38,7 +38,8 @@ def config_hash(cfg: DictConfig) -> str:
     part is hashed as the chunker is built, with the escapes in its literal-string settings
     decoded (:func:`chunker_config`, so ``separators=["\\n"]`` typed on the command line
     and a real newline in a YAML file hash alike), and the settings of
-    :data:`HASH_NEUTRAL_DEFAULTS` are left out while they hold their neutral value. Shipped
+    :data:`HASH_NEUTRAL_DEFAULTS` and :data:`GROUP_HASH_NEUTRAL_DEFAULTS` are left out
+    while they hold their neutral value. Shipped
     configs hash as they did before either rule existed. A chunker config whose escapes
     cannot be decoded is hashed as typed (building it then fails, naming the setting).
     """
@@ -50,7 +51,7 @@ def config_hash(cfg: DictConfig) -> str:
             data["chunker"] = decode_literal_settings(data["chunker"])
         except ValueError:
             pass  # build_chunker raises the message; the failed run still gets a hash
-    data = _without_neutral_defaults(_with_recorded_targets(data))
+    data = without_group_neutral_defaults(_without_neutral_defaults(_with_recorded_targets(data)))
     return hashlib.sha256(json.dumps(data, sort_keys=True, default=str).encode("utf-8")).hexdigest()[:16]
 
 
@@ -69,6 +70,27 @@ HASH_NEUTRAL_DEFAULTS: dict[str, dict[str, Any]] = {
     # only warns (or refuses a run): never changes a number, so never a new hash
     "harness.embeddings.model.Encoder": {"on_truncate": "warn"},
 }
+
+
+#: The same rule for settings of top-level config groups that have no ``_target_``, by
+#: group name: ``{"metrics": {"convention": "harness"}}`` leaves ``metrics.convention``
+#: out of :func:`config_hash` while it is ``harness`` (the value that adds no metric).
+GROUP_HASH_NEUTRAL_DEFAULTS: dict[str, dict[str, Any]] = {
+    # convention=chroma only adds the chroma_* metrics; ours are the same in both conventions
+    "metrics": {"convention": "harness"},
+}
+
+
+def without_group_neutral_defaults(data: dict[str, Any]) -> dict[str, Any]:
+    """``data`` (a resolved config as plain data) without the settings of
+    :data:`GROUP_HASH_NEUTRAL_DEFAULTS` that hold their neutral value (same value and type);
+    every other key, and ``data`` itself, unchanged (a new dict is returned)."""
+    out = dict(data)
+    for group, neutral in GROUP_HASH_NEUTRAL_DEFAULTS.items():
+        node = out.get(group)
+        if isinstance(node, dict):
+            out[group] = {k: v for k, v in node.items() if not (k in neutral and v == neutral[k] and type(v) is type(neutral[k]))}
+    return out
 
 
 #: Classes that moved to another module, by their current ``_target_``: the config hash is
@@ -112,6 +134,26 @@ def chunker_config(cfg: DictConfig) -> dict[str, Any]:
     from harness.text.escapes import decode_literal_settings
 
     return decode_literal_settings(to_container(cfg.chunker))
+
+
+#: Settings of :data:`HASH_NEUTRAL_DEFAULTS` that were already part of the chunk-set keys
+#: recorded in ``tests/data/config_hashes.json`` (they stay in the key, as then).
+_KEYED_BEFORE: frozenset[tuple[str, str]] = frozenset({("harness.chunkers.semantic.SemanticChunker", "number_of_chunks")})
+
+
+def chunk_key_config(cfg: DictConfig) -> dict[str, Any]:
+    """The chunker config that keys the chunk cache: :func:`chunker_config` without the
+    chunker settings added since the keys were recorded while they hold their neutral value
+    (:data:`HASH_NEUTRAL_DEFAULTS`, e.g. ``compatible: null``), so a new option leaves every
+    cached chunk set of the configurations that do not use it valid.
+
+    Raises:
+        ValueError: as :func:`chunker_config`.
+    """
+    data = chunker_config(cfg)
+    target = data.get("_target_")
+    neutral = {k: v for k, v in HASH_NEUTRAL_DEFAULTS.get(target, {}).items() if (target, k) not in _KEYED_BEFORE} if isinstance(target, str) else {}
+    return {k: v for k, v in data.items() if not (k in neutral and v == neutral[k] and type(v) is type(neutral[k]))}
 
 
 def _instantiate(node: DictConfig, **kwargs):

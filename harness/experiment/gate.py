@@ -65,7 +65,7 @@ BASELINE_FORMAT = "harness-gate-baseline/1"
 #: Keys a gate file may hold (any other key is an error: a typo must not be ignored).
 GATE_KEYS = ("description", "overrides", "baseline", "metrics", "alpha", "resamples", "seed")
 #: Metric-config keys that do not change a guarded metric's per-query values.
-_METRICS_KEYS_IGNORED = ("objective",)
+_METRICS_KEYS_IGNORED = ("objective", "convention")  # convention=chroma only adds chroma_* metrics: ours are the same
 
 #: Exit codes.
 EXIT_PASS, EXIT_FAIL, EXIT_ERROR = 0, 1, 2

@@ -20,7 +20,7 @@ import pandas as pd
 
 from harness.chunkers.base import Chunker
 from harness.evaluation import diagnostics as dg
-from harness.evaluation.metrics import is_metric_name, parse_name
+from harness.evaluation.metrics import chroma, is_metric_name, parse_name
 from harness.evaluation.metrics import span as sp
 from harness.evaluation.metrics.budget import budget_recall
 from harness.evaluation.metrics.ir import ChunkIndex, chunk_ir_metrics, chunk_qrels, document_metrics, item_recall, precision_omega, returnable_units
@@ -189,7 +189,9 @@ def evaluate(
     judged on parents or windows, never on children they cannot return);
     ``precision_omega`` (over the same units); ``recall@Btok`` and
     ``budget_filled@Btok`` (with ``tools.context_tokenizer``); ``doc_recall@k``,
-    ``doc_ndcg@k`` (``level="document"``). Means are over every labelled query.
+    ``doc_ndcg@k`` (``level="document"``); ``chroma_recall@k``, ``chroma_precision@k``,
+    ``chroma_iou@k``, ``chroma_precision_omega`` (``convention="chroma"`` only, beside
+    ours: :mod:`harness.evaluation.metrics.chroma`). Means are over every labelled query.
 
     Args:
         dataset: corpus + labelled queries (spans already verified by the loader).
@@ -329,7 +331,9 @@ def score_queries(
     token_ends,
     progress: bool,
 ) -> tuple[list[dict[str, Any]], dict[str, list[Chunk]]]:
-    """Span, rank and budget metrics of every query over what the generator receives.
+    """Span, rank and budget metrics of every query over what the generator receives
+    (with ``settings.convention == "chroma"`` also ``chroma_recall/precision/iou@k`` over
+    the same ranked units, :func:`harness.evaluation.metrics.chroma.retrieval_metrics`).
 
     Returns:
         ``(rows, scored)``: one row per query (ids, text, evidence size, metrics,
@@ -352,6 +356,8 @@ def score_queries(
         scored[q.query_id] = ranked_chunks
         m = query_metrics(q, ranked_chunks, ks, fraction, count_context, relevance=rule)
         m.update(item_recall(q, ranked_chunks, ks, fraction, rule))
+        if settings.convention == "chroma":  # beside ours, over the same ranked units
+            m.update(chroma.retrieval_metrics(q, ranked_chunks, ks))
         if budgets:
             m.update(budget_recall(q, expanded[:depth], budgets, token_ends, documents))
         rows.append(
@@ -378,8 +384,10 @@ def add_unit_metrics(
     ks: Sequence[int],
 ) -> None:
     """Add the qrels metrics (``chunk_precision``, ``hit_rate``, ``ndcg``, ``map``@k),
-    ``precision_omega``, ``n_relevant_chunks`` and, at ``level="document"``, the document
-    metrics to each query's row (``rows`` in ``dataset.queries`` order).
+    ``precision_omega``, ``n_relevant_chunks``, at ``level="document"`` the document
+    metrics and, with ``settings.convention == "chroma"``, ``chroma_precision_omega`` (over
+    the same returnable units as ``precision_omega``) to each query's row (``rows`` in
+    ``dataset.queries`` order).
 
     Qrels-based metrics judge the units the strategy can hand back (the image of expand over
     the indexed chunks, see :mod:`harness.evaluation.metrics.ir`): never indexed children
@@ -402,10 +410,13 @@ def add_unit_metrics(
     qrels = chunk_qrels(dataset.queries, unit_index, fraction, rule, returned=scored)
     ir = chunk_ir_metrics(qrels, {qid: [c.chunk_id for c in cs] for qid, cs in scored.items()}, ks)
     doc = document_metrics(dataset.queries, run, {c.chunk_id: c.doc_id for c in chunks}, ks) if settings.level == "document" else {}
+    chroma_units = chroma.units_by_document(units) if settings.convention == "chroma" else None
     for row, q in zip(rows, dataset.queries):
         row.update(ir[q.query_id])
         row.update(doc.get(q.query_id, {}))
         row["precision_omega"] = precision_omega(q, unit_index)
+        if chroma_units is not None:
+            row["chroma_precision_omega"] = chroma.precision_omega(q, chroma_units)
         row["n_relevant_chunks"] = len(qrels[q.query_id])
 
 

@@ -274,7 +274,7 @@ def run_pipeline(cfg: DictConfig, dataset, parts: Components, metrics: MetricSet
         max_seq_length=encoder.max_seq_length if retriever.needs_encoder or chunker.needs_encoder else None,
         token_spans=lambda text: model_tokens.atoms(text).spans,
         chunk_cache=Cache(cache_root).chunks if cache_root else None,
-        chunker_config=build.chunker_config(cfg),  # escapes decoded: keyed by what the chunker does
+        chunker_config=build.chunk_key_config(cfg),  # escapes decoded: keyed by what the chunker does
         compressor=parts.compressor,
     )
     return evaluate(dataset, chunker, retriever, metrics, tools, progress=bool(cfg.embedding.show_progress))
@@ -510,7 +510,8 @@ def sweep_position() -> tuple[int, int | None] | None:
 
 
 def _results_text(ev) -> str:
-    """Mean metrics as text: the rank cut-off table, the budget table, PrecisionΩ."""
+    """Mean metrics as text: the rank cut-off table, the budget table, PrecisionΩ and, when
+    the run computed them (``metrics.convention=chroma``), Chroma's conventions below ours."""
     fmt = lambda v: f"{v:.4f}"  # noqa: E731
     parts = [ev.table().to_string(float_format=fmt)]
     budget = ev.budget_table()
@@ -521,6 +522,11 @@ def _results_text(ev) -> str:
         parts.append(compressed)
     if "precision_omega" in ev.metrics:
         parts.append(f"precision_omega  {ev.metrics['precision_omega']:.4f}")
+    chroma = ev.table(families=("chroma_recall", "chroma_precision", "chroma_iou"))
+    if not chroma.empty:
+        parts.append(chroma.to_string(float_format=fmt))
+    if "chroma_precision_omega" in ev.metrics:
+        parts.append(f"chroma_precision_omega  {ev.metrics['chroma_precision_omega']:.4f}")
     return "\n\n".join(parts)
 
 

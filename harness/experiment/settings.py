@@ -81,8 +81,13 @@ class MetricSettings:
             ``"model"`` (the embedding model's WordPiece) or a tiktoken encoding with an
             offline copy (:data:`harness.text.units.TIKTOKEN_OFFLINE`, e.g. ``cl100k_base``).
         objective: the metric a run returns to Hydra sweepers (e.g. ``recall@5``); its k
-            must be in ``ks``, its budget in ``budgets``, and a ``doc_*`` metric needs
-            ``level="document"``. None when nothing is optimised (library calls).
+            must be in ``ks``, its budget in ``budgets``, a ``doc_*`` metric needs
+            ``level="document"`` and a ``chroma_*`` one ``convention="chroma"``. None when
+            nothing is optimised (library calls).
+        convention: ``"harness"`` (our metrics only) or ``"chroma"`` (adds the
+            ``chroma_recall@k``, ``chroma_precision@k``, ``chroma_iou@k`` and
+            ``chroma_precision_omega`` of :mod:`harness.evaluation.metrics.chroma` beside
+            ours, which never change).
 
     Raises:
         ValueError: on construction, a value outside the ranges above; the message names
@@ -97,8 +102,10 @@ class MetricSettings:
     level: str
     context_tokenizer: str
     objective: str | None
+    convention: str
 
     def __post_init__(self) -> None:
+        from harness.evaluation.metrics.chroma import check_convention
         from harness.evaluation.metrics.ranking import check_relevance
         from harness.text.units import TIKTOKEN_OFFLINE
 
@@ -114,6 +121,7 @@ class MetricSettings:
             raise ValueError(f"metrics.budget_depth must be an integer >= 1 or null, got {depth!r}")
         if self.level not in ("chunk", "document"):
             raise ValueError(f"metrics.level must be 'chunk' or 'document', got {self.level!r}")
+        check_convention(self.convention)
         if self.objective is not None:
             unmet = self._unmet(self.objective, "metrics.objective: ")
             if unmet:
@@ -168,6 +176,7 @@ class MetricSettings:
             level=str(data["level"]),
             context_tokenizer=str(data["context_tokenizer"]),
             objective=None if objective is None else str(objective),
+            convention=str(data["convention"]),
         )
 
     def _unmet(self, name: str, prefix: str) -> str | None:
@@ -188,6 +197,8 @@ class MetricSettings:
             return f"needs {parsed.budget} in metrics.budgets={list(self.budgets)}"
         if parsed.family.level == "document" and self.level != "document":
             return "needs metrics.level=document"
+        if parsed.family.convention != "harness" and parsed.family.convention != self.convention:
+            return f"needs metrics.convention={parsed.family.convention}"
         return None
 
     def check_metric(self, name: str, field: str) -> None:
@@ -196,7 +207,8 @@ class MetricSettings:
 
         Raises:
             ValueError: ``"<field>: <why name is unknown>"`` or ``"<field>: 'recall@7' needs
-                k=7 in metrics.ks=[1, 5]"`` (likewise for budgets and document metrics).
+                k=7 in metrics.ks=[1, 5]"`` (likewise for budgets, document metrics and
+                ``chroma_*`` metrics, which need ``metrics.convention=chroma``).
         """
         unmet = self._unmet(name, f"{field}: ")
         if unmet:

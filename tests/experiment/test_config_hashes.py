@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from harness import cache
-from harness.experiment.build import chunker_config, config_hash
+from harness.experiment.build import chunk_key_config, config_hash
 from harness.experiment.config import compose
 from harness.types import Document
 
@@ -35,7 +35,7 @@ def test_config_hash_and_chunk_key_unchanged(name, monkeypatch):
     overrides = [] if name == "(defaults)" else name.split()
     cfg = compose([*overrides, "paths.root=/project"])  # paths resolve into dataset paths: one root for every checkout
     assert config_hash(cfg) == RECORDED[name]["config_hash"]
-    assert cache.chunk_set_key(DOCS, chunker_config(cfg)) == RECORDED[name]["chunk_set_key"]
+    assert cache.chunk_set_key(DOCS, chunk_key_config(cfg)) == RECORDED[name]["chunk_set_key"]
 
 
 def test_code_fingerprint_covers_every_module_chunks_depend_on(tmp_path, monkeypatch):

@@ -9,6 +9,12 @@ Name format (one grammar for every metric this project reports):
   (``recall@512tok``).
 * ``<family>`` -- no parameter (``precision_omega``).
 
+Conventions. Every family belongs to a convention (:attr:`MetricFamily.convention`):
+``harness`` (this project's definitions, always reported) or ``chroma`` (the
+``chroma_*`` families: Chroma's chunking_evaluation arithmetic, see
+:mod:`harness.evaluation.metrics.chroma`), reported only with ``metrics.convention=chroma``
+and then beside ours, never instead of them.
+
 Units. A ranked list holds the *returned units* of one query: the retrieved chunks after
 ``chunker.expand`` (the chunks themselves for plain strategies, parents or windows for
 small-to-big ones). The *returnable units* of a chunking are the image of ``expand`` over
@@ -22,7 +28,8 @@ different parameters (span recall at a rank cut-off and at a token budget). Each
 gives the formula, range and source; the formulas are implemented in
 :mod:`harness.evaluation.metrics.ranking` (span and rank metrics per query),
 :mod:`harness.evaluation.metrics.ir` (qrels-based chunk and document metrics, computed with trec_eval)
-and :mod:`harness.evaluation.metrics.budget` (token-budget recall).
+:mod:`harness.evaluation.metrics.budget` (token-budget recall) and
+:mod:`harness.evaluation.metrics.chroma` (the ``chroma_*`` families).
 
 :func:`mlflow_key` maps every name to an MLflow-safe key (MLflow rejects ``@``):
 ``recall@5`` -> ``recall_at_5``, ``recall@512tok`` -> ``recall_at_512tok``,
@@ -51,6 +58,8 @@ class MetricFamily:
         formula: definition for one query (the reported value is the mean over all
             labelled queries; a query with nothing retrieved scores 0 and is counted).
         source: where the definition comes from.
+        convention: ``"harness"`` (always reported) or ``"chroma"`` (reported only with
+            ``metrics.convention=chroma``, see :mod:`harness.evaluation.metrics.chroma`).
     """
 
     name: str
@@ -59,6 +68,7 @@ class MetricFamily:
     range: str
     formula: str
     source: str
+    convention: str = "harness"
 
     @property
     def pattern(self) -> str:
@@ -67,6 +77,8 @@ class MetricFamily:
 
 
 _SPAN = "Smith & Troynikov, 'Evaluating Chunking Strategies for Retrieval', Chroma, 2024 (token-level metrics, computed here on characters)"
+_CHROMA = "chunking_evaluation (Smith & Troynikov, Chroma 2024) conventions"
+_CHROMA_ONLY = "; reported only with metrics.convention=chroma (see harness.evaluation.metrics.chroma)"
 _IR = "standard IR definition (Manning et al., Introduction to IR, ch. 8); computed with trec_eval (pytrec-eval-terrier via ir-measures 0.4.3), cross-checked against ranx 0.3.21 in tests"
 
 _FAMILY_LIST = (
@@ -177,14 +189,57 @@ _FAMILY_LIST = (
         "tokens of the top-k chunks' texts summed (what a generator reads), counted with metrics.context_tokenizer",
         "this project",
     ),
+    # --- Chroma's conventions (metrics.convention=chroma only), beside ours; see metrics/chroma.py
+    MetricFamily(
+        "chroma_recall",
+        "k",
+        "span",
+        "[0, 1]",
+        "N_k / Σ_r |r|: N_k the characters of the union of the closed intersections of the top-k units' spans with the "
+        "evidence spans r of their own document; the denominator sums the evidence span lengths (overlapping spans "
+        "count twice); 0 without evidence" + _CHROMA_ONLY,
+        _CHROMA,
+        "chroma",
+    ),
+    MetricFamily(
+        "chroma_precision",
+        "k",
+        "span",
+        "[0, 1]",
+        "N_k / Σ_{c in top k} |c|: the lengths of all top-k units summed (units of other documents count; overlapping or "
+        "repeated units count twice); 0 if nothing retrieved" + _CHROMA_ONLY,
+        _CHROMA,
+        "chroma",
+    ),
+    MetricFamily(
+        "chroma_iou",
+        "k",
+        "span",
+        "[0, 1]",
+        "N_k / (Σ_{c in top k} |c| + Σ |unused_k|), unused_k the evidence spans minus every intersection with a top-k unit" + _CHROMA_ONLY,
+        _CHROMA,
+        "chroma",
+    ),
+    MetricFamily(
+        "chroma_precision_omega",
+        "none",
+        "span",
+        "[0, 1]",
+        "N_Ω / |D ∪ unused_Ω| over every returnable unit of the evidence documents: N_Ω the characters of the union of their "
+        "closed intersections with the evidence spans, D the union of the spans of the units with an intersection (a unit "
+        "that only touches the evidence counts), unused_Ω the evidence no unit intersects; 0 when the denominator is 0" + _CHROMA_ONLY,
+        _CHROMA,
+        "chroma",
+    ),
 )
 
 #: Every registered metric family, keyed by pattern (``recall@k``, ``recall@Btok``, ``precision_omega``).
 FAMILIES: dict[str, MetricFamily] = {f.pattern: f for f in _FAMILY_LIST}
 
 #: Families with a rank cut-off: name -> (range, one-line definition). Kept for callers of
-#: the first version of this module; :data:`FAMILIES` is the full registry.
-METRICS: dict[str, tuple[str, str]] = {f.name: (f.range, f.formula) for f in _FAMILY_LIST if f.param == "k"}
+#: the first version of this module, so it holds this project's convention only (no
+#: ``chroma_*`` family); :data:`FAMILIES` is the full registry.
+METRICS: dict[str, tuple[str, str]] = {f.name: (f.range, f.formula) for f in _FAMILY_LIST if f.param == "k" and f.convention == "harness"}
 
 _NAME = re.compile(r"^(?P<name>[a-z_]+)@(?P<k>[1-9][0-9]*)$")
 _BUDGET = re.compile(r"^(?P<name>[a-z_]+)@(?P<b>[1-9][0-9]*)tok$")
@@ -263,6 +318,7 @@ def metric_names(
     budgets: list[int] | tuple[int, ...] = (),
     level: str = "chunk",
     context_tokens: bool = True,
+    convention: str = "harness",
 ) -> list[str]:
     """Every metric name one evaluation reports, in registry order.
 
@@ -271,10 +327,14 @@ def metric_names(
         budgets: token budgets (empty: no budget metrics).
         level: ``chunk`` or ``document`` (document adds the ``doc_*`` families).
         context_tokens: include ``context_tokens@k``.
+        convention: ``harness`` (ours only) or ``chroma`` (adds the ``chroma_*`` families,
+            ``metrics.convention``).
     """
     out: list[str] = []
     for f in _FAMILY_LIST:
         if f.level == "document" and level != "document":
+            continue
+        if f.convention != "harness" and f.convention != convention:
             continue
         if f.name == "context_tokens" and not context_tokens:
             continue
