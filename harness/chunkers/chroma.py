@@ -183,3 +183,48 @@ def warn_over_limit(chunks, chunk_size: int, unit: str, doc_id: str) -> None:
             "on their own text (the reference bounds its windows or the sum of its pieces, not the chunk text); kept as the reference keeps them",
             stacklevel=3,
         )
+
+
+#: ``min_chunk_size`` of the reference's semantic chunkers (``ClusterSemanticChunker``,
+#: ``KamradtModifiedChunker``): the size of their pieces in cl100k_base tokens.
+CHROMA_PIECE_TOKENS = 50
+
+#: Pieces on each side that ``KamradtModifiedChunker`` embeds with each piece.
+KAMRADT_BUFFER = 3
+
+
+def semantic_pieces(text: str, piece_tokens: int = CHROMA_PIECE_TOKENS) -> list[tuple[Span, str]]:
+    """The pieces both semantic chunkers of the reference group: ``RecursiveTokenChunker`` chunks.
+
+    ``chunk_size = piece_tokens`` (the reference's ``min_chunk_size``, 50 by default),
+    ``chunk_overlap = 0``, sizes in cl100k_base tokens (``openai_token_count``), separators
+    :data:`CHROMA_SEPARATORS`; i.e. ``recursive_spans(text, piece_tokens, 0,
+    token_count("cl100k_base"))``.
+
+    Args:
+        text: the document.
+        piece_tokens: piece size bound in cl100k_base tokens, >= 1 (see :func:`recursive_spans`).
+
+    Returns:
+        ``[((start, end), string), ...]`` in order, disjoint, ``text[start:end] == string``
+        (stripped, never empty); empty for a whitespace-only text.
+    """
+    return recursive_spans(text, piece_tokens, 0, token_count("cl100k_base"))
+
+
+def kamradt_windows(strings: list[str], buffer: int = KAMRADT_BUFFER) -> list[str]:
+    """The texts ``KamradtModifiedChunker`` embeds: each piece with ``buffer`` pieces on each side.
+
+    Window ``i`` is the pieces ``i - buffer .. i + buffer`` (clipped at both ends) joined by
+    single spaces, as the reference builds its ``combined_sentence`` (the joins are spaces
+    whatever separates the pieces in the source).
+
+    Args:
+        strings: the piece strings (:func:`semantic_pieces`), in order.
+        buffer: pieces on each side, >= 0 (3 in the reference).
+
+    Returns:
+        One string per piece.
+    """
+    n = len(strings)
+    return [" ".join(strings[max(0, i - buffer) : min(n, i + buffer + 1)]) for i in range(n)]

@@ -19,6 +19,17 @@ fits ``max_chunk_size`` tokens. For a fixed end ``b``, ``R(a, b) = R(a + 1, b) +
 sum_{j=a+1..b} (S[a, j] - mu)``, so each candidate costs O(1) with a banded matrix of
 row prefix sums and the whole programme is O(n * L) for chunks of at most ``L`` pieces.
 Ties go to the shorter last chunk. Only the band ``S[i, i..i+L-1]`` is ever built.
+
+Compatible with Chroma's ``ClusterSemanticChunker`` (``compatible="chroma"``,
+:func:`chroma_segmentation`). The reference's published dynamic programme differs from
+the one above in three ways, reproduced there: ``S`` is the raw dot product of the
+embeddings as returned (no extra normalisation); a chunk's reward is the sum of the whole
+centred block ``M[a..b, a..b]`` with ``M = S - mu`` and a zero diagonal (both triangles,
+so twice ``R`` above, which alone changes no boundary); and the table starts at ``dp[i] = 0`` with a strict ``>``, so an
+end ``i`` for which no grouping scores above 0 keeps the default start 0: its chunk runs
+from the document's first piece to ``i`` (more than ``max_chunk_size // piece_size``
+pieces, and no size check). Pieces are the reference's 50-token ``RecursiveTokenChunker``
+chunks (:func:`harness.chunkers.chroma.semantic_pieces`).
 """
 
 from __future__ import annotations
@@ -28,6 +39,7 @@ from typing import Callable
 import numpy as np
 
 from harness.chunkers.base import MIN_TOKEN_LIMIT, Chunker, check_limit
+from harness.chunkers.chroma import check_compatible, check_tiktoken, semantic_pieces, token_count
 from harness.chunkers.recursive import RecursiveChunker
 from harness.text.packing import fit_units, fits
 from harness.text.sentences import sentence_spans
@@ -104,6 +116,74 @@ def optimal_segmentation(
     return _segment(band, mu, allowed)
 
 
+def _chroma_dp(band: np.ndarray, mu: float, max_cluster: int) -> list[tuple[int, int]]:
+    """The reference's DP over a band ``band[i, k] = S[i, i + k]`` of width >= ``min(max_cluster, n)``."""
+    n = band.shape[0]
+    if n == 0:
+        return []
+    # prefix[a, k] = sum_{t=1..k} M[a, a+t] with M = S - mu: piece a against the k pieces after it
+    centred = np.where(np.isfinite(band), band - mu, 0.0)
+    centred[:, 0] = 0.0
+    prefix = np.cumsum(centred, axis=1)
+    dp = np.zeros(n)
+    seg = np.zeros(n, dtype=np.int64)
+    for i in range(n):
+        reward = 0.0  # sum of M over the block a..i, both triangles (the diagonal is 0)
+        for size in range(1, min(max_cluster, i + 1) + 1):
+            a = i - size + 1
+            if size > 1:
+                reward += 2.0 * prefix[a, size - 1]
+            value = reward + (dp[a - 1] if a >= 1 else 0.0)
+            if value > dp[i]:  # strict, against dp[i] = 0 at first: the reference's rule
+                dp[i] = value
+                seg[i] = a
+    clusters: list[tuple[int, int]] = []
+    i = n - 1
+    while i >= 0:
+        clusters.append((int(seg[i]), i))
+        i = int(seg[i]) - 1
+    return clusters[::-1]
+
+
+def chroma_segmentation(similarity: np.ndarray, max_cluster: int) -> list[tuple[int, int]]:
+    """``ClusterSemanticChunker._optimal_segmentation`` of Chroma's ``chunking_evaluation``.
+
+    With ``mu`` the mean of the strict upper triangle of ``similarity`` and ``M =
+    similarity - mu`` with a zero diagonal, a cluster of pieces ``a..b`` scores the sum of
+    the block ``M[a..b, a..b]``. ``dp[i]`` (0 at first) is raised to ``reward(i - size + 1,
+    i) + dp[i - size]`` (no second term when ``i - size < 0``) for every ``size`` in ``1 ..
+    max_cluster`` that fits, only when strictly greater; ``seg[i]`` records the start (0 by
+    default). Clusters are read back from ``i = n - 1`` through ``seg[i] - 1``. An end
+    whose every candidate scores <= 0 keeps start 0, so a cluster can hold more than
+    ``max_cluster`` pieces, as in the reference. Sums use a different order than the
+    reference's ``numpy.sum`` of each block (equal up to rounding, ~1e-15 relative).
+
+    Args:
+        similarity: ``(n, n)`` symmetric matrix of piece similarities (the reference uses
+            the raw dot products of the embeddings).
+        max_cluster: the reference's ``max_chunk_size // min_chunk_size``, >= 1.
+
+    Returns:
+        Inclusive ``(start, end)`` piece ranges in order, partitioning ``range(n)`` (the
+        reference's ``clusters``); empty for ``n = 0``.
+
+    Raises:
+        ValueError: ``similarity`` is not square or ``max_cluster < 1``.
+    """
+    sim = np.asarray(similarity, dtype=np.float64)
+    if sim.ndim != 2 or sim.shape[0] != sim.shape[1]:
+        raise ValueError(f"similarity must be a square matrix, got shape {sim.shape}")
+    if isinstance(max_cluster, bool) or not isinstance(max_cluster, int) or max_cluster < 1:
+        raise ValueError(f"max_cluster must be an integer >= 1, got {max_cluster!r}")
+    n = sim.shape[0]
+    mu = float(sim[np.triu_indices(n, k=1)].mean()) if n > 1 else 0.0
+    width = max(1, min(max_cluster, n))
+    band = np.full((n, width), np.nan)
+    for k in range(min(width, n)):
+        band[: n - k, k] = np.diagonal(sim, offset=k)
+    return _chroma_dp(band, mu, max_cluster)
+
+
 def similarity_band(vecs: np.ndarray, width: int) -> tuple[np.ndarray, float]:
     """Band ``S[i, i..i+width-1]`` of the cosine-similarity matrix of L2-normalised rows, and ``mu``.
 
@@ -143,18 +223,40 @@ class ClusterSemanticChunker(Chunker):
     own text is re-measured and fits ``max_chunk_size`` tokens. Chunks are single spans
     (first piece's start to last piece's end) and partition the document.
 
+    ``compatible="chroma"`` reproduces the ``ClusterSemanticChunker`` of Chroma's
+    ``chunking_evaluation`` (``max_chunk_size`` and ``piece_size`` are its
+    ``max_chunk_size`` and ``min_chunk_size``, 400 and 50 there): pieces are its
+    ``RecursiveTokenChunker`` chunks of ``piece_size`` cl100k_base tokens
+    (:func:`harness.chunkers.chroma.semantic_pieces`), embedded with the run's encoder as
+    they are; the similarity is their raw dot product; boundaries come from
+    :func:`chroma_segmentation` with ``max_chunk_size // piece_size`` pieces per cluster.
+    Needs ``tokenizer="cl100k_base"`` and ``pieces="recursive"`` (else ``ValueError``).
+    The reference joins a cluster's pieces with single spaces; here a chunk is one span from
+    its first piece's start to its last piece's end, so it holds the source's own
+    whitespace between the pieces (a newline where the reference has a space, nothing where
+    two pieces touch). The reference applies no size limit (a cluster of ``max_chunk_size
+    // piece_size`` pieces can exceed ``max_chunk_size`` tokens, and its DP's default
+    start can make a cluster of more pieces), so neither does this mode:
+    :meth:`size_limit` is None, chunks are never cut, and ``metadata["size"]`` records each
+    chunk's own size in cl100k_base tokens (``metadata["unit"] = "tokens"``).
+
     Args:
-        max_chunk_size: maximum chunk size in tokens of ``tokenizer``, >= 1.
+        max_chunk_size: maximum chunk size in tokens of ``tokenizer``, >= 4 (with
+            ``compatible="chroma"``: only sets the pieces per cluster, ``max_chunk_size //
+            piece_size``).
         piece_size: size of the recursive pieces in tokens, ``4 <= piece_size <=
             max_chunk_size`` (``pieces="recursive"`` only).
         pieces: ``"recursive"`` or ``"sentences"``.
         tokenizer: ``"model"`` (the embedding model's WordPiece) or ``"cl100k_base"``.
+        compatible: None (this project's algorithm) or ``"chroma"`` (the reference's, above).
         encoder: the :class:`harness.embeddings.model.Encoder` used for piece embeddings;
             the builder passes the run's shared encoder.
 
     Raises:
-        ValueError: a parameter outside its range (the message names it), or
-            :meth:`chunk` called without an encoder.
+        ValueError: a parameter outside its range (the message names it), a
+            ``compatible="chroma"`` setting the reference cannot have (tokenizer other than
+            ``cl100k_base``, ``pieces="sentences"``), or :meth:`chunk` called without an
+            encoder.
     """
 
     name = "cluster_semantic"
@@ -168,8 +270,10 @@ class ClusterSemanticChunker(Chunker):
         piece_size: int = 50,
         pieces: str = "recursive",
         tokenizer: str = "model",
+        compatible: str | None = None,
         encoder=None,
     ) -> None:
+        check_compatible(compatible)
         check_unit("tokens", tokenizer)
         check_limit("max_chunk_size", max_chunk_size, "tokens")
         lo = MIN_TOKEN_LIMIT
@@ -180,14 +284,19 @@ class ClusterSemanticChunker(Chunker):
             )
         if pieces not in PIECES:
             raise ValueError(f"chunker.pieces must be one of {list(PIECES)}, got {pieces!r}")
+        if compatible is not None:
+            check_tiktoken(tokenizer)
+            if pieces != "recursive":
+                raise ValueError(f"chunker.compatible=chroma groups the reference's recursive pieces: needs chunker.pieces=recursive, got {pieces!r}")
         self.max_chunk_size = max_chunk_size
         self.piece_size = piece_size
         self.pieces = pieces
         self.tokenizer = tokenizer
+        self.compatible = compatible
         self.encoder = encoder
 
-    def size_limit(self) -> tuple[str, str, int]:
-        return ("tokens", self.tokenizer, self.max_chunk_size)
+    def size_limit(self) -> tuple[str, str, int] | None:
+        return None if self.compatible else ("tokens", self.tokenizer, self.max_chunk_size)
 
     def _pieces(self, text: str) -> list[Span]:
         counter = get_counter("tokens", self.tokenizer)
@@ -199,6 +308,8 @@ class ClusterSemanticChunker(Chunker):
     def chunk(self, doc: Document) -> list[Chunk]:
         if self.encoder is None:
             raise ValueError("ClusterSemanticChunker needs an encoder (built by harness.experiment.build with the run's embedding model)")
+        if self.compatible:
+            return self._chunk_chroma(doc)
         text = doc.text
         pieces = self._pieces(text)
         if not pieces:
@@ -221,3 +332,20 @@ class ClusterSemanticChunker(Chunker):
         return self.finalize(
             doc, [Chunk.from_spans(doc, [(pieces[a][0], pieces[b - 1][1])], metadata={"n_pieces": b - a, "pieces": self.pieces}) for a, b in segments]
         )
+
+    def _chunk_chroma(self, doc: Document) -> list[Chunk]:
+        """``ClusterSemanticChunker`` clusters of ``doc`` as single-span chunks (class docstring)."""
+        text = doc.text
+        pieces = semantic_pieces(text, self.piece_size)
+        if not pieces:
+            return []
+        max_cluster = self.max_chunk_size // self.piece_size
+        vecs = np.asarray(self.encoder.encode([p for _, p in pieces], desc="embed pieces"), dtype=np.float64)
+        band, mu = similarity_band(vecs, max(1, min(max_cluster, len(pieces))))
+        count = token_count("cl100k_base")
+        chunks = []
+        for a, b in _chroma_dp(band, mu, max_cluster):
+            s, e = pieces[a][0][0], pieces[b][0][1]
+            meta = {"n_pieces": b - a + 1, "pieces": "recursive", "compatible": self.compatible, "size": count(text[s:e]), "unit": "tokens"}
+            chunks.append(Chunk.from_spans(doc, [(s, e)], metadata=meta))
+        return chunks

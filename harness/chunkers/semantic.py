@@ -42,6 +42,39 @@ and ``gradient`` (LangChain ranks ``d`` whatever the mode). The size guards belo
 apply, so ``max_chunk_size`` can add cuts and ``min_chunk_size`` remove some: ``k`` is
 the number of semantic groups, the chunk count is ``k`` only when no guard fires.
 
+Target chunk size (``target_chunk_size = T``, the rule of Chroma's
+``KamradtModifiedChunker``, for ``percentile``, ``standard_deviation`` and
+``interquartile``): with ``total`` the sum of the sentences' token counts (tokens of
+``tokenizer``, each sentence counted alone) the document gets ``cuts = total // T``
+semantic cuts, placed where ``d`` is largest, through the reference's bisection of a
+distance cut-off (:func:`target_size_breakpoints`: ``lo, hi = 0, 1``; while ``hi - lo >
+1e-6`` the midpoint ``t`` becomes ``lo`` when more than ``cuts`` distances exceed it, else
+``hi``; then every ``d_i`` above the last midpoint is cut). So chunks average about ``T``
+tokens before the size guards. The count is ``cuts`` up to that rounding: distances
+within 1e-6 above the final cut-off are cut too (so there can be more), equal distances
+are all cut or all kept, distances above 1 are always cut, and a series with fewer than
+``cuts`` distances above 1e-6 gets fewer cuts. The mode's own amount is not read
+(``breakpoint_amount`` set too is refused, as are ``number_of_chunks``,
+``breakpoint=threshold`` and ``breakpoint=gradient``, whose score is not a distance); the
+three modes give the same chunks. The size guards below still apply.
+
+Compatible with Chroma's ``KamradtModifiedChunker`` (``compatible="chroma"``, needs
+``target_chunk_size``, its ``avg_chunk_size``, and ``tokenizer="cl100k_base"``): the
+units are not sentences but the reference's pieces, ``RecursiveTokenChunker`` chunks of
+50 cl100k_base tokens (:func:`harness.chunkers.chroma.semantic_pieces`); piece ``i`` is
+embedded as the strings of pieces ``i - 3 .. i + 3`` joined by single spaces
+(:func:`harness.chunkers.chroma.kamradt_windows`), each embedding is scaled to unit
+length, ``d_i = 1 - e_i . e_{i+1}``, ``total`` is the sum of the pieces' cl100k_base token
+counts, and the cuts are those of :func:`target_size_breakpoints`. The reference joins a
+chunk's pieces with spaces; here a chunk is one span from its first piece's start to its
+last piece's end (the source's own whitespace between pieces). No size guard is applied,
+as in the reference: :meth:`SemanticChunker.size_limit` is None, ``max_chunk_size`` is
+not read, ``min_chunk_size`` must stay 0, and ``buffer_size`` must be 0 (its default) or 3
+(both mean the reference's window of 3 pieces; other values are refused, not ignored).
+Windows of 7 pieces can exceed MiniLM's 256 word pieces; the model truncates them, as it
+does in the reference with that model, and the encoder warns (``embedding.on_truncate``).
+``metadata["size"]`` is each chunk's own size in cl100k_base tokens.
+
 LangChain's class re-joins sentences with spaces, so its chunks are not substrings of the
 source; here the breakpoints are applied to exact sentence spans.
 
@@ -69,6 +102,7 @@ import math
 import numpy as np
 
 from harness.chunkers.base import Chunker, check_limit, check_size
+from harness.chunkers.chroma import KAMRADT_BUFFER, check_compatible, check_tiktoken, kamradt_windows, semantic_pieces, token_count
 from harness.text.sentences import sentence_spans
 from harness.text.units import check_unit, get_counter, window_atoms
 from harness.types import Chunk, Document, Span
@@ -145,6 +179,61 @@ def _top_boundaries(d: np.ndarray, mode: str, number_of_chunks: int) -> list[int
     return sorted(int(i) for i in order[:cuts])
 
 
+def _check_target_chunk_size(value) -> None:
+    if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
+        raise ValueError(f"chunker.target_chunk_size must be null or an integer >= 1 (average chunk size in tokens of chunker.tokenizer), got {value!r}")
+
+
+def bisect_cut_off(distances, number_of_cuts: int) -> float:
+    """The distance cut-off of ``KamradtModifiedChunker``'s bisection (Chroma's ``chunking_evaluation``).
+
+    ``lo, hi = 0.0, 1.0``; while ``hi - lo > 1e-6``: ``t = (lo + hi) / 2``, and ``lo = t``
+    when more than ``number_of_cuts`` distances are strictly above ``t``, else ``hi = t``.
+
+    Args:
+        distances: cosine distances between adjacent units (any real values).
+        number_of_cuts: the wanted number of cuts, >= 0.
+
+    Returns:
+        The last midpoint ``t`` (in (0, 1)), which the reference cuts at (``d > t``).
+    """
+    d = np.asarray(distances, dtype=np.float64)
+    lo, hi = 0.0, 1.0
+    t = 0.5
+    while hi - lo > 1e-6:
+        t = (lo + hi) / 2.0
+        if int(np.sum(d > t)) > number_of_cuts:
+            lo = t
+        else:
+            hi = t
+    return t
+
+
+def target_size_breakpoints(distances, total_tokens: int, target_chunk_size: int) -> list[int]:
+    """Breakpoints for chunks of ``target_chunk_size`` tokens on average (``KamradtModifiedChunker``'s rule).
+
+    Args:
+        distances: ``d_i`` = cosine distance between unit ``i`` and ``i + 1``, shape ``(n - 1,)``.
+        total_tokens: the document's size, the sum of its units' token counts, >= 0.
+        target_chunk_size: wanted average chunk size in the same tokens, >= 1.
+
+    Returns:
+        Sorted indices ``i`` with ``d_i > bisect_cut_off(distances, total_tokens //
+        target_chunk_size)``: a new chunk starts at unit ``i + 1``. About ``total_tokens //
+        target_chunk_size`` of them (exactly, unless distances lie within 1e-6 above the
+        cut-off, are equal, exceed 1, or fewer than that many exceed 1e-6).
+
+    Raises:
+        ValueError: ``target_chunk_size`` not an integer >= 1.
+    """
+    if target_chunk_size is None:
+        raise ValueError("chunker.target_chunk_size must be an integer >= 1 here, got None")
+    _check_target_chunk_size(target_chunk_size)
+    d = np.asarray(distances, dtype=np.float64)
+    t = bisect_cut_off(d, int(total_tokens) // target_chunk_size)
+    return [int(i) for i in np.flatnonzero(d > t)]
+
+
 def _is_real(value) -> bool:
     return not isinstance(value, bool) and isinstance(value, (int, float)) and math.isfinite(value)
 
@@ -169,18 +258,32 @@ class SemanticChunker(Chunker):
             docstring). Needs a distance mode (not ``threshold``) and
             ``breakpoint_amount=None``; ``percentile`` is then not read. The size guards
             still apply.
-        max_chunk_size: maximum chunk size in tokens of ``tokenizer``, >= 1.
+        target_chunk_size: None (off), or an integer ``T >= 1``: average chunk size in
+            tokens of ``tokenizer`` -- the mode's cut-off is replaced by
+            ``KamradtModifiedChunker``'s bisection for ``total_tokens // T`` cuts (module
+            docstring). Needs ``breakpoint`` in ``percentile``, ``standard_deviation``,
+            ``interquartile`` and ``breakpoint_amount=None``, ``number_of_chunks=None``.
+            The size guards still apply (not with ``compatible="chroma"``).
+        max_chunk_size: maximum chunk size in tokens of ``tokenizer``, >= 4 (not read with
+            ``compatible="chroma"``).
         min_chunk_size: minimum chunk size in tokens, ``0 <= min_chunk_size <=
-            max_chunk_size``; a group below it is merged with the next one (0: off).
+            max_chunk_size``; a group below it is merged with the next one (0: off; must
+            be 0 with ``compatible="chroma"``).
         buffer_size: neighbouring sentences on each side embedded with each sentence,
-            >= 0 (0: each sentence alone).
-        tokenizer: ``"model"`` (the embedding model's WordPiece) or ``"cl100k_base"``.
+            >= 0 (0: each sentence alone). With ``compatible="chroma"`` 0 or 3, both
+            meaning the reference's 3 pieces each side.
+        tokenizer: ``"model"`` (the embedding model's WordPiece) or ``"cl100k_base"``
+            (required by ``compatible="chroma"``).
+        compatible: None (this project's units and guards) or ``"chroma"``: Chroma's
+            ``KamradtModifiedChunker`` exactly, with ``avg_chunk_size = target_chunk_size``
+            (module docstring); no size guard, :meth:`size_limit` None.
         encoder: the :class:`harness.embeddings.model.Encoder` used for sentence
             embeddings; the builder passes the run's shared encoder.
 
     Raises:
-        ValueError: a parameter outside its range (the message names it), or
-            :meth:`chunk` called without an encoder.
+        ValueError: a parameter outside its range or a combination above that is refused
+            (the message names the setting and the value needed), or :meth:`chunk` called
+            without an encoder.
     """
 
     name = "semantic"
@@ -193,10 +296,12 @@ class SemanticChunker(Chunker):
         percentile: float = 95.0,
         breakpoint_amount: float | None = None,
         number_of_chunks: int | None = None,
+        target_chunk_size: int | None = None,
         max_chunk_size: int = 254,
         min_chunk_size: int = 0,
         buffer_size: int = 0,
         tokenizer: str = "model",
+        compatible: str | None = None,
         encoder=None,
     ) -> None:
         if breakpoint not in BREAKPOINTS:
@@ -223,20 +328,53 @@ class SemanticChunker(Chunker):
                 f"chunker.number_of_chunks={number_of_chunks} replaces the cut-off that chunker.breakpoint_amount="
                 f"{breakpoint_amount!r} sets: set one of them (the other null)"
             )
+        _check_target_chunk_size(target_chunk_size)
+        if target_chunk_size is not None:
+            if breakpoint in ("threshold", "gradient"):
+                raise ValueError(
+                    f"chunker.target_chunk_size cuts where the adjacent-sentence distances exceed a searched cut-off, which chunker.breakpoint={breakpoint} "
+                    "does not use: set chunker.breakpoint=percentile (or standard_deviation | interquartile)"
+                )
+            if number_of_chunks is not None:
+                raise ValueError(
+                    f"chunker.target_chunk_size={target_chunk_size} and chunker.number_of_chunks={number_of_chunks} both set the number of cuts: set one of them (the other null)"
+                )
+            if breakpoint_amount is not None:
+                raise ValueError(
+                    f"chunker.target_chunk_size={target_chunk_size} replaces the cut-off that chunker.breakpoint_amount="
+                    f"{breakpoint_amount!r} sets: set one of them (the other null)"
+                )
+        check_compatible(compatible)
         check_limit("max_chunk_size", max_chunk_size, "tokens")
         if isinstance(min_chunk_size, bool) or not isinstance(min_chunk_size, int) or not 0 <= min_chunk_size <= max_chunk_size:
             raise ValueError(f"chunker.min_chunk_size must be an integer in [0, max_chunk_size] = [0, {max_chunk_size}], got {min_chunk_size!r}")
         check_size("buffer_size", buffer_size, minimum=0)
         check_unit("tokens", tokenizer)
+        if compatible is not None:
+            if target_chunk_size is None:
+                raise ValueError(
+                    "chunker.compatible=chroma re-runs KamradtModifiedChunker, whose avg_chunk_size is chunker.target_chunk_size: "
+                    "set it (an integer >= 1, in cl100k_base tokens; 400 is the reference's default)"
+                )
+            check_tiktoken(tokenizer)
+            if buffer_size not in (0, KAMRADT_BUFFER):
+                raise ValueError(
+                    f"chunker.compatible=chroma embeds each piece with the reference's {KAMRADT_BUFFER} pieces on each side: "
+                    f"needs chunker.buffer_size=0 (default) or {KAMRADT_BUFFER}, got {buffer_size!r}"
+                )
+            if min_chunk_size != 0:
+                raise ValueError(f"chunker.compatible=chroma applies no size guard, as the reference: needs chunker.min_chunk_size=0, got {min_chunk_size!r}")
         self.breakpoint = breakpoint
         self.threshold = float(threshold)
         self.percentile = float(percentile)
         self.breakpoint_amount = None if breakpoint_amount is None else float(breakpoint_amount)
         self.number_of_chunks = number_of_chunks
+        self.target_chunk_size = target_chunk_size
         self.max_chunk_size = max_chunk_size
         self.min_chunk_size = min_chunk_size
         self.buffer_size = buffer_size
         self.tokenizer = tokenizer
+        self.compatible = compatible
         self.encoder = encoder
 
     @property
@@ -265,12 +403,14 @@ class SemanticChunker(Chunker):
         texts = [text[units[max(0, i - b)][0] : units[min(n - 1, i + b)][1]] for i in range(n)]
         return self.encoder.encode(texts, desc="embed sentences")
 
-    def size_limit(self) -> tuple[str, str, int]:
-        return ("tokens", self.tokenizer, self.max_chunk_size)
+    def size_limit(self) -> tuple[str, str, int] | None:
+        return None if self.compatible else ("tokens", self.tokenizer, self.max_chunk_size)
 
     def chunk(self, doc: Document) -> list[Chunk]:
         if self.encoder is None:
             raise ValueError("SemanticChunker needs an encoder (built by harness.experiment.build with the run's embedding model)")
+        if self.compatible:
+            return self._chunk_chroma(doc)
         text = doc.text
         units = self._units(text)
         if not units:
@@ -280,7 +420,12 @@ class SemanticChunker(Chunker):
             starts = self._boundaries_threshold_sized(text, units, vecs)
         else:
             dist = 1.0 - np.einsum("ij,ij->i", vecs[:-1], vecs[1:])
-            semantic = {i + 1 for i in breakpoint_indices(dist, self.breakpoint, self.amount, self.number_of_chunks)}
+            if self.target_chunk_size is not None:
+                total = sum(self._tokens(text, s, e) for s, e in units)
+                cuts = target_size_breakpoints(dist, total, self.target_chunk_size)
+            else:
+                cuts = breakpoint_indices(dist, self.breakpoint, self.amount, self.number_of_chunks)
+            semantic = {i + 1 for i in cuts}
             starts = self._size_cap(text, units, semantic)
         starts = self._merge_small_tail(text, units, starts)
         groups: list[list[Span]] = []
@@ -290,6 +435,26 @@ class SemanticChunker(Chunker):
             groups[-1].append(sp)
         meta_base = {"breakpoint": self.breakpoint}
         return [Chunk.from_spans(doc, [(g[0][0], g[-1][1])], metadata={**meta_base, "n_sentences": len(g)}) for g in groups]
+
+    def _chunk_chroma(self, doc: Document) -> list[Chunk]:
+        """``KamradtModifiedChunker`` chunks of ``doc`` as single-span chunks (module docstring)."""
+        text = doc.text
+        pieces = semantic_pieces(text)
+        if not pieces:
+            return []
+        strings = [p for _, p in pieces]
+        vecs = np.asarray(self.encoder.encode(kamradt_windows(strings, KAMRADT_BUFFER), desc="embed pieces"), dtype=np.float64)
+        vecs = vecs / np.linalg.norm(vecs, axis=1, keepdims=True)
+        dist = 1.0 - np.einsum("ij,ij->i", vecs[:-1], vecs[1:])
+        count = token_count("cl100k_base")
+        total = sum(count(p) for p in strings)
+        starts = [0] + [i + 1 for i in target_size_breakpoints(dist, total, self.target_chunk_size)] + [len(pieces)]
+        chunks = []
+        for a, b in zip(starts[:-1], starts[1:]):
+            s, e = pieces[a][0][0], pieces[b - 1][0][1]
+            meta = {"compatible": self.compatible, "target_chunk_size": self.target_chunk_size, "n_pieces": b - a, "size": count(text[s:e]), "unit": "tokens"}
+            chunks.append(Chunk.from_spans(doc, [(s, e)], metadata=meta))
+        return chunks
 
     def _tokens(self, text: str, start: int, end: int) -> int:
         return get_counter("tokens", self.tokenizer).count(text[start:end])

@@ -17,7 +17,9 @@ by the corpus that holds each question's evidence.
 
 from __future__ import annotations
 
+import contextlib
 import math
+import sys
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -224,7 +226,8 @@ def run_configuration(name: str, overrides: Sequence[str], base: Sequence[str], 
     from harness.tracking.runs import load_run
 
     cfg = compose([*base, *overrides, *(["resume=false"] if rerun else [])])
-    result = execute(cfg)
+    with contextlib.redirect_stdout(sys.stderr):  # each run's own summary: standard output keeps the one table
+        result = execute(cfg)
     if result is None or "run_id" not in result or result.get("failed"):
         raise ValueError(f"{name}: the run did not finish: {result!r}")
     run_id = result["run_id"]

@@ -111,6 +111,7 @@ def test_script_runs_pooled_per_corpus_and_resumes(tmp_path, tracking_uri, capsy
         str(data),
         "--only",
         "fixed 200/0",
+        "--only",
         "recursive 200/0",
         f"tracking.uri={tracking_uri}",
         f"cache.dir={tmp_path / 'cache'}",
