@@ -36,7 +36,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--dataset", default=str(DEFAULT_DATASET), help="chroma-format folder: questions.csv + corpora/*.md (default: %(default)s)")
     parser.add_argument("--k", type=int, default=5, help="rank cut-off of the table (the reference retrieves 5)")
     parser.add_argument(
-        "--only", action="append", metavar="NAME", help=f"a configuration to run (repeat the option for several), of: {', '.join(repr(n) for n in CHROMA_CONFIGURATIONS)}"
+        "--only",
+        action="append",
+        metavar="NAME",
+        help=f"a configuration to run (repeat the option for several), of: {', '.join(repr(n) for n in CHROMA_CONFIGURATIONS)}",
     )
     parser.add_argument("--rerun", action="store_true", help="run again even where a FINISHED run exists")
     parser.add_argument("--json", metavar="FILE", help="also write the results as JSON")
