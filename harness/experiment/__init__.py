@@ -3,10 +3,11 @@
 Owns turning Hydra config into objects (:mod:`.build`), composing the config in-process
 (:mod:`.config`), the frozen settings objects built once from it (:mod:`.settings`), the
 evaluation pipeline (:mod:`.pipeline`: chunk, index, retrieve, score), the stages of one
-run (:mod:`.run`), the release gate (:mod:`.gate`), Optuna search (:mod:`.tune`) and the
-speed benchmarks (:mod:`.bench`).
+run (:mod:`.run`), the release gate (:mod:`.gate`), Optuna search (:mod:`.tune`), the
+speed benchmarks (:mod:`.bench`) and the reproduction of published configurations
+(:mod:`.reproduce`).
 
 May import every library layer below it (chunkers, datasets, ingest, embeddings,
 retrievers, evaluation, tracking, cache, llm, text, types). Imported only by commands
-(:mod:`harness.cli`) and tests.
+(:mod:`harness.cli`), the scripts in ``experiments/`` and tests.
 """
