@@ -262,17 +262,15 @@ def run_pipeline(cfg: DictConfig, dataset, parts: Components, metrics: MetricSet
     from harness.cache import Cache
     from harness.experiment import build
     from harness.experiment.pipeline import EvaluationTools, evaluate
-    from harness.text.units import HFTokenCounter
 
     encoder, chunker, retriever = parts.encoder, parts.chunker, parts.retriever
-    model_tokens = HFTokenCounter(str(encoder.model_path / "tokenizer.json"))
     cache_root = build.cache_dir(cfg)
     tools = EvaluationTools(
         context_tokenizer=parts.context_counter,
         context_token_counter=parts.context_counter.count,
         chunk_token_counter=encoder.count_tokens,
         max_seq_length=encoder.max_seq_length if retriever.needs_encoder or chunker.needs_encoder else None,
-        token_spans=lambda text: model_tokens.atoms(text).spans,
+        token_spans=encoder.token_spans,
         chunk_cache=Cache(cache_root).chunks if cache_root else None,
         chunker_config=build.chunk_key_config(cfg),  # escapes decoded: keyed by what the chunker does
         compressor=parts.compressor,
@@ -355,6 +353,8 @@ def metric_groups(ev, parts: Components, report, settings: Settings) -> list[tup
         ),
         ({f"chunks.{k}": v for k, v in ev.chunk_stats.items()}, 0),
     ]
+    if hasattr(encoder, "run_metrics"):  # embedding.*: texts embedded, cache hits, over the window (+ tokens, cost for APIs)
+        groups.append((encoder.run_metrics(), 0))
     if report is not None:  # every dropped-record count, e.g. dataset.queries_without_evidence (0 when none)
         dropped = {"skipped_files": 0, "queries_without_evidence": 0, **report.counts}
         groups.append(({f"dataset.{k}": v for k, v in dropped.items()}, 0))

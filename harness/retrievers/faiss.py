@@ -69,7 +69,7 @@ class FaissRetriever(Retriever):
             raise ValueError("retriever.faiss: search() called before index()")
         if self._index is None or self._index.ntotal == 0 or not queries:
             return {q.query_id: {} for q in queries}
-        qv = np.ascontiguousarray(self.encoder.encode([self.query_prefix + q.text for q in queries], desc="embed queries"), dtype=np.float32)
+        qv = np.ascontiguousarray(self.encoder.encode([self.query_prefix + q.text for q in queries], desc="embed queries", role="query"), dtype=np.float32)
         if qv.ndim != 2 or qv.shape[0] != len(queries) or qv.shape[1] != self._index.d:  # FAISS would only assert
             model = getattr(self.encoder, "model_name", type(self.encoder).__name__)
             raise ValueError(

@@ -162,8 +162,8 @@ class FirstDims:
     def __init__(self, encoder, d: int) -> None:
         self.encoder, self.d, self.model_name = encoder, d, f"first-{d}-dims-of-MiniLM"
 
-    def encode(self, texts, desc: str = "embed"):
-        return self.encoder.encode(texts, desc)[:, : self.d]
+    def encode(self, texts, desc: str = "embed", role: str = "document"):
+        return self.encoder.encode(texts, desc, role)[:, : self.d]
 
 
 def test_faiss_query_of_another_dimension_is_a_value_error_not_an_assertion(encoder):

@@ -1,0 +1,310 @@
+"""What every embedding backend shares: caches, the input-window check, prompts, counters.
+
+A backend (``conf/embedding/<name>.yaml``, one ``_target_`` each) subclasses
+:class:`CachedEncoder` and supplies four things: :attr:`~CachedEncoder.embedding_key`
+(everything that changes a vector), :attr:`~CachedEncoder.max_seq_length` (the input
+window in the backend's own tokens, or None), :meth:`~CachedEncoder._count_raw` (tokens per
+text in that unit, as the backend counts them) and :meth:`~CachedEncoder._embed_batch` (the
+vectors of a list of texts). Everything else is here and behaves alike for every backend:
+
+* **prompts**: ``encode(texts, role="query")`` embeds ``query_prompt + text``,
+  ``role="document"`` ``document_prompt + text`` (e5's ``"query: "`` / ``"passage: "``, a bge
+  instruction); the prompt is part of the text that is counted against the window and that
+  keys the caches, so a vector is never reused across prompts.
+* **caches**: identical texts are embedded once per process (memory) and, with
+  ``cache_dir``, once per cache folder (:class:`harness.cache.EmbeddingCache`, keyed by
+  :attr:`~CachedEncoder.embedding_key` and the text's sha256); texts are embedded in blocks
+  of ``4 * batch_size`` (longest first) and each block is stored as soon as it is embedded.
+* **the window**: texts longer than :attr:`~CachedEncoder.max_seq_length` are cut by the
+  model (or would be refused by an API); :attr:`~CachedEncoder.on_truncate` says what to do
+  (``warn``: one warning per call with the count and the longest length; ``error``: refuse
+  before anything is embedded; ``ignore``).
+* **counters** for the run's metrics (:meth:`~CachedEncoder.run_metrics`): texts embedded,
+  cache hits, texts over the window.
+* :attr:`~CachedEncoder.checkpoint`: a callable run once the caches have been read, before
+  each block the model embeds (or once when nothing is left to embed); a run uses it to
+  learn from its tracking store whether to go on before paying for any embedding.
+"""
+
+from __future__ import annotations
+
+import difflib
+import hashlib
+import os
+from abc import ABC, abstractmethod
+from pathlib import Path
+from typing import Any, Callable, Sequence
+
+import numpy as np
+
+#: Accepted values of ``embedding.on_truncate``.
+ON_TRUNCATE = ("warn", "error", "ignore")
+#: What a text is embedded as: a chunk or piece of a document, or a question.
+ROLES = ("document", "query")
+
+
+def text_key(text: str) -> str:
+    """sha256 hex of a text (UTF-8): the per-text key of both caches."""
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def check_choice(setting: str, value: Any, allowed: Sequence[str]) -> None:
+    """Raise ``ValueError("<setting> must be one of ..., got ... (did you mean ...?)")`` unless ``value`` is in ``allowed``."""
+    if value not in allowed:
+        close = difflib.get_close_matches(str(value), [str(a) for a in allowed], n=1)
+        hint = f" (did you mean {close[0]!r}?)" if close else ""
+        raise ValueError(f"{setting} must be one of {', '.join(map(repr, allowed))}, got {value!r}{hint}")
+
+
+class CachedEncoder(ABC):
+    """Base of every embedding backend (see the module docstring for what it provides).
+
+    Args:
+        model_name: the model as configured (``embedding.model``): a name, hub id or folder.
+        batch_size: texts per model call, >= 1.
+        show_progress: a tqdm bar while embedding more than one batch.
+        cache_dir: folder of the on-disk cache (vectors in ``<cache_dir>/embeddings``); None
+            keeps vectors in memory only.
+        on_truncate: ``warn`` | ``error`` | ``ignore`` for texts over the window.
+        query_prompt: text put before every query (``role="query"``), ``""`` for none.
+        document_prompt: text put before every chunk or piece (``role="document"``).
+
+    Attributes:
+        backend: the backend's name (``sentence_transformers``, ``openai``, ``model2vec``).
+        window_unit: what :attr:`max_seq_length` counts, for messages (``word pieces``).
+        n_encoded: texts embedded by the model so far; n_cache_hits: texts read from the
+            disk cache; n_truncated: distinct texts found over the window.
+
+    Raises:
+        ValueError: ``batch_size < 1``, an unknown ``on_truncate``, a prompt that is not a string.
+    """
+
+    backend: str = "base"
+    window_unit: str = "tokens"
+    #: The window's unit as an adjective (``256-word-piece window``) and what the counts include.
+    window_adjective: str = "token"
+    count_note: str = ""
+
+    def __init__(
+        self,
+        model_name: str,
+        batch_size: int = 64,
+        show_progress: bool = True,
+        cache_dir: str | os.PathLike | None = None,
+        on_truncate: str = "warn",
+        query_prompt: str | None = "",
+        document_prompt: str | None = "",
+    ) -> None:
+        if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
+            raise ValueError(f"embedding.batch_size must be an integer >= 1, got {batch_size!r}")
+        check_choice("embedding.on_truncate", on_truncate, ON_TRUNCATE)
+        for name, value in (("query_prompt", query_prompt), ("document_prompt", document_prompt)):
+            if value is not None and not isinstance(value, str):
+                raise ValueError(f"embedding.{name} must be a string (\"\" for none), got {value!r}")
+        self.model_name = model_name
+        self.batch_size = batch_size
+        self.show_progress = show_progress
+        self.on_truncate = on_truncate
+        self.query_prompt = query_prompt or ""
+        self.document_prompt = document_prompt or ""
+        self._n_tokens: dict[str, int] = {}  # text sha256 -> tokens (count_tokens memo)
+        self._window_checked: set[str] = set()
+        self.n_truncated = 0
+        self.checkpoint: Callable[[], None] | None = None
+        self._cache: dict[str, np.ndarray] = {}
+        self.n_encoded = 0
+        self.n_cache_hits = 0
+        self.cache_dir = Path(cache_dir).expanduser() if cache_dir not in (None, "") else None
+        self._store = None
+        if self.cache_dir is not None:
+            from harness.cache import EmbeddingCache
+
+            self._store = EmbeddingCache(self.cache_dir / "embeddings")
+
+    # -- what a backend supplies ------------------------------------------------------------
+    @property
+    @abstractmethod
+    def embedding_key(self) -> str:
+        """sha256 hex of everything that changes a vector (model identity, weights or
+        endpoint, window, dimensions, normalisation); equal keys give equal vectors."""
+
+    @property
+    @abstractmethod
+    def max_seq_length(self) -> int | None:
+        """The input window in :attr:`window_unit` (special tokens included), or None when unknown."""
+
+    @abstractmethod
+    def _count_raw(self, texts: Sequence[str]) -> list[int]:
+        """Tokens per text as the backend counts them against :attr:`max_seq_length` (no truncation)."""
+
+    @abstractmethod
+    def _embed_batch(self, texts: list[str]) -> np.ndarray:
+        """Vectors of ``texts`` (already prompted), float32 of shape ``(len(texts), dim)``."""
+
+    @property
+    def declared_dim(self) -> int | None:
+        """The dimension the backend promises before embedding anything (None: unknown)."""
+        return None
+
+    def _prepare(self) -> None:
+        """Load the model or open the client before the first block (default: nothing)."""
+
+    def _describe(self) -> dict[str, Any]:
+        """What the disk cache records about the model next to its vectors."""
+        return {"backend": self.backend, "model": self.model_name, "max_seq_length": self.max_seq_length}
+
+    #: Positions of the window the backend's own tokens take (``[CLS]`` and ``[SEP]``: 2).
+    special_tokens: int = 0
+
+    def token_spans(self, text: str) -> list[tuple[int, int]]:
+        """Code-point spans of the tokens of ``text`` in the window's unit, without special
+        tokens (for the ``truncated`` miss reason: what of a chunk the model reads).
+
+        Raises:
+            NotImplementedError: the backend cannot give token offsets.
+        """
+        raise NotImplementedError(f"embedding backend {self.backend!r} gives no token offsets")
+
+    def preflight(self) -> None:
+        """Check that the backend can embed (model available, endpoint reachable, key set)
+        before any chunking; raises ``ValueError`` naming the setting. Default: nothing."""
+
+    # -- shared behaviour ------------------------------------------------------------------
+    def prompted(self, texts: Sequence[str], role: str = "document") -> list[str]:
+        """``texts`` with the prompt of ``role`` put before each.
+
+        Raises:
+            ValueError: ``role`` not in :data:`ROLES`.
+        """
+        check_choice("role", role, ROLES)
+        prompt = self.query_prompt if role == "query" else self.document_prompt
+        return [prompt + t for t in texts] if prompt else list(texts)
+
+    def encode(self, texts: Sequence[str], desc: str = "embed", role: str = "document") -> np.ndarray:
+        """Embed texts (prompted for ``role``), reading the memory and disk caches first.
+
+        Args:
+            texts: n strings.
+            desc: progress-bar and message label.
+            role: ``"document"`` (chunks, pieces) or ``"query"``.
+
+        Returns:
+            float32 array of shape ``(n, dim)``.
+
+        Raises:
+            ValueError: the backend's vectors differ in dimension from the declared or
+                cached one; texts over the window with ``on_truncate="error"`` (nothing of
+                this call is embedded then); an unknown ``role``.
+        """
+        texts = self.prompted(texts, role)
+        keys = [text_key(t) for t in texts]
+        self._check_window(texts, keys, desc)
+        todo: dict[str, str] = {}
+        for k, t in zip(keys, texts):
+            if k not in self._cache and k not in todo:
+                todo[k] = t
+        if todo and self._store is not None:
+            hits = self._store.get(self.embedding_key, list(todo), dim=self.declared_dim, model_name=self.model_name)
+            for k, v in hits.items():
+                self._cache[k] = v
+                del todo[k]
+            self.n_cache_hits += len(hits)
+        if todo:
+            self._embed(todo, desc)
+        elif self.checkpoint is not None:
+            self.checkpoint()
+        if not keys:
+            return np.zeros((0, self.declared_dim or self.dim), dtype=np.float32)
+        return np.stack([self._cache[k] for k in keys])
+
+    @property
+    def dim(self) -> int:
+        """Embedding dimension (embeds one text when the backend declares none)."""
+        if self.declared_dim is not None:
+            return int(self.declared_dim)
+        self._prepare()
+        return int(self._embed_batch(["dimension probe"]).shape[1])
+
+    def _check_window(self, texts: Sequence[str], keys: Sequence[str], desc: str) -> None:
+        """Count the texts of one call over :attr:`max_seq_length` (each text once per
+        encoder) and warn or raise per ``on_truncate``."""
+        if self.on_truncate == "ignore":
+            return
+        new = [(k, t) for k, t in zip(keys, texts) if k not in self._window_checked]
+        limit = self.max_seq_length
+        if not new or limit is None:
+            return
+        counts = self._counts([t for _, t in new], [k for k, _ in new])
+        over = [n for n in counts if n > limit]
+        unit = self.window_unit
+        if over and self.on_truncate == "error":
+            raise ValueError(
+                f"embedding.on_truncate=error: {len(over)} of {len(new)} texts ({desc}) exceed the {limit}-{self.window_adjective} "
+                f"window of embedding.model {self.model_name!r} (longest {max(over)} {unit}{self.count_note}) and would be truncated; "
+                f"shorten them (for chunks e.g. a chunk size within the window) or set embedding.on_truncate=warn"
+            )
+        self._window_checked.update(k for k, _ in new)
+        self.n_truncated += len(over)
+        if over:
+            import warnings
+
+            warnings.warn(
+                f"embedding.model {self.model_name!r} truncates {len(over)} of {len(new)} texts ({desc}) to its "
+                f"{limit}-{self.window_adjective} window (longest {max(over)} {unit}{self.count_note}): only the first "
+                f"{limit} of each are embedded. Set embedding.on_truncate=error to refuse, or ignore to silence this",
+                stacklevel=4,
+            )
+
+    def _counts(self, texts: Sequence[str], keys: Sequence[str]) -> list[int]:
+        """Memoised token counts of texts whose sha256 keys are given."""
+        missing = {k: t for k, t in zip(keys, texts) if k not in self._n_tokens}
+        if missing:
+            counted = self._count_raw(list(missing.values()))
+            self._n_tokens.update(zip(missing, counted))
+        return [self._n_tokens[k] for k in keys]
+
+    def _embed(self, todo: dict[str, str], desc: str) -> None:
+        """Embed ``{text key: text}`` block by block (longest first), storing each block."""
+        from tqdm.auto import tqdm
+
+        items = sorted(todo.items(), key=lambda kv: len(kv[1]), reverse=True)  # similar lengths pad less
+        block = 4 * self.batch_size
+        show = self.show_progress and len(items) > self.batch_size
+        self._prepare()  # loaded before the first checkpoint
+        with tqdm(total=len(items), desc=desc, unit="text", disable=not show) as bar:
+            for i in range(0, len(items), block):
+                if self.checkpoint is not None:
+                    self.checkpoint()
+                part = items[i : i + block]
+                vecs = np.asarray(self._embed_batch([t for _, t in part]), dtype=np.float32)
+                declared = self.declared_dim
+                if vecs.ndim != 2 or vecs.shape[0] != len(part):
+                    raise ValueError(f"embedding.model {self.model_name!r} returned vectors of shape {tuple(vecs.shape)} for {len(part)} texts")
+                if declared is not None and vecs.shape[1] != declared:
+                    raise ValueError(
+                        f"embedding.model {self.model_name!r} produced {vecs.shape[1]}-dimensional vectors but {declared} dimensions were declared"
+                    )
+                block_vecs = {k: v for (k, _), v in zip(part, vecs)}
+                if self._store is not None:
+                    self._store.put(self.embedding_key, block_vecs, self._describe())
+                self._cache.update(block_vecs)
+                self.n_encoded += len(part)
+                bar.update(len(part))
+
+    def count_tokens(self, texts: Sequence[str]) -> list[int]:
+        """Tokens per text as the backend counts them against its window (memoised)."""
+        texts = list(texts)
+        return self._counts(texts, [text_key(t) for t in texts])
+
+    def count_truncated(self, texts: Sequence[str]) -> int:
+        """How many texts exceed :attr:`max_seq_length` (0 when the window is unknown)."""
+        limit = self.max_seq_length
+        return 0 if limit is None else sum(1 for n in self.count_tokens(texts) if n > limit)
+
+    def run_metrics(self) -> dict[str, float]:
+        """What a run logs about its embedding work (``embedding.*`` metrics)."""
+        return {
+            "embedding.texts_embedded": float(self.n_encoded),
+            "embedding.cache_hits": float(self.n_cache_hits),
+            "embedding.texts_over_window": float(self.n_truncated),
+        }
