@@ -150,6 +150,8 @@ def execute(cfg: DictConfig) -> dict:
         settings = prepare(cfg)
         parts = build_components(cfg, settings.metrics)
         known_tags = {"chunker": parts.chunker.name, "retriever": parts.retriever.name}
+        if parts.embeds:  # model available offline, endpoint reachable, key set: checked before any chunking
+            parts.encoder.preflight()
         # the first block the model embeds waits for the worker (a skip stops the job there)
         parts.encoder.checkpoint = opening.wait
         dataset = load_dataset(cfg, timings)
