@@ -156,6 +156,13 @@ class CachedEncoder(ABC):
     #: Positions of the window the backend's own tokens take (``[CLS]`` and ``[SEP]``: 2).
     special_tokens: int = 0
 
+    @property
+    def chunk_tokenizer(self) -> str | None:
+        """The ``chunker.tokenizer`` value that counts this model's tokens (``model``,
+        ``cl100k_base``), or None when no chunker tokenizer does: window-relative chunk
+        sizes (``chunker.chunk_size=window``) need it."""
+        return None
+
     def token_spans(self, text: str) -> list[tuple[int, int]]:
         """Code-point spans of the tokens of ``text`` in the window's unit, without special
         tokens (for the ``truncated`` miss reason: what of a chunk the model reads).
@@ -303,8 +310,13 @@ class CachedEncoder(ABC):
 
     def run_metrics(self) -> dict[str, float]:
         """What a run logs about its embedding work (``embedding.*`` metrics)."""
-        return {
+        out = {
             "embedding.texts_embedded": float(self.n_encoded),
             "embedding.cache_hits": float(self.n_cache_hits),
             "embedding.texts_over_window": float(self.n_truncated),
         }
+        window = self.max_seq_length
+        if window is not None:  # the model window, next to the chunk statistics (chunks.tokens_*)
+            out["embedding.window_tokens"] = float(window)
+            out["embedding.window_text_tokens"] = float(window - self.special_tokens)
+        return out

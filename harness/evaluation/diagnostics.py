@@ -117,7 +117,7 @@ def _covered(runs: list[Span], spans: list[Span]) -> bool:
     return True
 
 
-def embedded_char_limit(text: str, max_seq_length: int, token_spans: TokenSpans | None = None) -> int:
+def embedded_char_limit(text: str, max_seq_length: int, token_spans: TokenSpans | None = None, special_tokens: int = SPECIAL_TOKENS) -> int:
     """Characters of ``text`` the embedding model reads: the end offset of its last kept word piece.
 
     The model keeps the first ``max_seq_length - 2`` word pieces (``[CLS]`` and ``[SEP]``
@@ -128,6 +128,8 @@ def embedded_char_limit(text: str, max_seq_length: int, token_spans: TokenSpans 
         max_seq_length: the model's input limit in word pieces, >= 3 (256 for
             all-MiniLM-L6-v2).
         token_spans: word-piece offsets function (default :func:`model_token_spans`).
+        special_tokens: window positions the model's own tokens take (2 for a BERT model's
+            ``[CLS]``/``[SEP]``, 0 for an API that counts only the text's tokens).
 
     Returns:
         ``len(text)`` when the text fits; otherwise the end offset (code points) of word
@@ -136,16 +138,16 @@ def embedded_char_limit(text: str, max_seq_length: int, token_spans: TokenSpans 
     Raises:
         ValueError: ``max_seq_length < 3``.
     """
-    if isinstance(max_seq_length, bool) or not isinstance(max_seq_length, int) or max_seq_length < SPECIAL_TOKENS + 1:
-        raise ValueError(f"max_seq_length must be an integer >= {SPECIAL_TOKENS + 1}, got {max_seq_length!r}")
+    if isinstance(max_seq_length, bool) or not isinstance(max_seq_length, int) or max_seq_length < special_tokens + 1:
+        raise ValueError(f"max_seq_length must be an integer >= {special_tokens + 1}, got {max_seq_length!r}")
     pieces = (token_spans or model_token_spans)(text)
-    keep = max_seq_length - SPECIAL_TOKENS
+    keep = max_seq_length - special_tokens
     if len(pieces) <= keep:
         return len(text)
     return int(pieces[keep - 1][1])
 
 
-def embedded_spans(chunk: Chunk, max_seq_length: int | None, token_spans: TokenSpans | None = None) -> list[Span]:
+def embedded_spans(chunk: Chunk, max_seq_length: int | None, token_spans: TokenSpans | None = None, special_tokens: int = SPECIAL_TOKENS) -> list[Span]:
     """Source spans (document offsets) of the part of ``chunk`` the embedding model reads.
 
     ``chunk.text`` is ``prefix + joiner.join(span texts) + suffix`` (metadata keys
@@ -177,7 +179,7 @@ def embedded_spans(chunk: Chunk, max_seq_length: int | None, token_spans: TokenS
             f"chunk {chunk.chunk_id!r}: text has {len(chunk.text)} characters but prefix + joined spans + suffix "
             f"have {expected}; cannot map the model's token window back to document offsets"
         )
-    limit = embedded_char_limit(chunk.text, max_seq_length, token_spans)
+    limit = embedded_char_limit(chunk.text, max_seq_length, token_spans, special_tokens)
     if limit >= len(chunk.text):
         return spans
     out: list[Span] = []
@@ -209,7 +211,9 @@ class ChunkLookup:
         max_seq_length: int | None = None,
         token_spans: TokenSpans | None = None,
         token_counts: Mapping[str, int] | None = None,
+        special_tokens: int = SPECIAL_TOKENS,
     ) -> None:
+        self.special_tokens = special_tokens
         self.by_doc: dict[str, list[Chunk]] = {}
         for c in chunks:
             self.by_doc.setdefault(c.doc_id, []).append(c)
@@ -227,7 +231,7 @@ class ChunkLookup:
         if got is None:
             n = self._token_counts.get(chunk.chunk_id)
             fits = n is not None and self.max_seq_length is not None and n <= self.max_seq_length
-            got = sp.merge(chunk.spans if fits else embedded_spans(chunk, self.max_seq_length, self.token_spans))
+            got = sp.merge(chunk.spans if fits else embedded_spans(chunk, self.max_seq_length, self.token_spans, self.special_tokens))
             self._embedded[chunk.chunk_id] = got
         return got
 
@@ -351,6 +355,7 @@ def diagnose_queries(
     max_seq_length: int | None = None,
     token_spans: TokenSpans | None = None,
     token_counts: Mapping[str, int] | None = None,
+    special_tokens: int = SPECIAL_TOKENS,
 ) -> dict[str, dict[int, str | None]]:
     """:func:`miss_reason` for every query at every ``k``, sharing one :class:`ChunkLookup`.
 
@@ -363,7 +368,7 @@ def diagnose_queries(
     Returns:
         ``{query_id: {k: reason or None}}`` for every query, in input order.
     """
-    lookup = ChunkLookup(indexed_chunks, max_seq_length, token_spans, token_counts)
+    lookup = ChunkLookup(indexed_chunks, max_seq_length, token_spans, token_counts, special_tokens)
     return {q.query_id: {k: first_reason(evidence_reasons(q, documents, lookup, ranked.get(q.query_id, ()), k)) for k in ks} for q in queries}
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -141,7 +142,7 @@ def chunker_config(cfg: DictConfig) -> dict[str, Any]:
 _KEYED_BEFORE: frozenset[tuple[str, str]] = frozenset({("harness.chunkers.semantic.SemanticChunker", "number_of_chunks")})
 
 
-def chunk_key_config(cfg: DictConfig) -> dict[str, Any]:
+def chunk_key_config(cfg: DictConfig, encoder=None) -> dict[str, Any]:
     """The chunker config that keys the chunk cache: :func:`chunker_config` without the
     chunker settings added since the keys were recorded while they hold their neutral value
     (:data:`HASH_NEUTRAL_DEFAULTS`, e.g. ``compatible: null``), so a new option leaves every
@@ -150,10 +151,90 @@ def chunk_key_config(cfg: DictConfig) -> dict[str, Any]:
     Raises:
         ValueError: as :func:`chunker_config`.
     """
-    data = chunker_config(cfg)
+    data = resolve_window_sizes(chunker_config(cfg), encoder)  # keyed by the sizes the chunker gets
     target = data.get("_target_")
     neutral = {k: v for k, v in HASH_NEUTRAL_DEFAULTS.get(target, {}).items() if (target, k) not in _KEYED_BEFORE} if isinstance(target, str) else {}
     return {k: v for k, v in data.items() if not (k in neutral and v == neutral[k] and type(v) is type(neutral[k]))}
+
+
+#: Chunker size settings that may be written relative to the embedding model's window.
+WINDOW_SIZE_KEYS = ("chunk_size", "max_chunk_size", "parent_size", "child_size", "piece_size", "target_chunk_size")
+_WINDOW = re.compile(r"^\s*window\s*(?:([*/])\s*([0-9]*\.?[0-9]+)\s*)?$")
+
+
+def embedding_window(encoder) -> tuple[int, str | None]:
+    """``(tokens, chunker tokenizer)``: the text tokens the embedding model reads per input
+    (its window minus its special tokens, e.g. 256 - 2 = 254 for all-MiniLM-L6-v2) and the
+    ``chunker.tokenizer`` value that counts those tokens (None when no chunker tokenizer does).
+
+    Raises:
+        ValueError: the backend knows no window.
+    """
+    window = getattr(encoder, "max_seq_length", None)
+    if window is None:
+        raise ValueError(f"embedding.model {getattr(encoder, 'model_name', '?')!r} declares no input window: give chunk sizes as numbers")
+    return int(window) - int(getattr(encoder, "special_tokens", 0)), getattr(encoder, "chunk_tokenizer", None)
+
+
+def resolve_window_sizes(data: Any, encoder=None, path: str = "chunker") -> Any:
+    """A chunker config (plain data) with its window-relative sizes replaced by token counts.
+
+    A size setting (:data:`WINDOW_SIZE_KEYS`, in any nested chunker config) may be written
+    ``window`` (the whole window), ``window*F`` (``0 < F <= 1``) or ``window/N`` (``N >= 1``):
+    it becomes ``floor(W * F)`` / ``floor(W / N)`` tokens, ``W`` the text tokens of the
+    embedding model's window (:func:`embedding_window`), so one sweep over models compares
+    like with like (``chunker.chunk_size=window`` is 254 tokens with all-MiniLM-L6-v2). Such
+    a size needs ``unit: tokens`` and the tokenizer that counts the model's tokens.
+
+    Raises:
+        ValueError: a malformed ``window`` expression, a fraction outside (0, 1], a result
+            below 1, another unit or tokenizer, or no encoder (the message names the setting).
+    """
+    if isinstance(data, dict):
+        out = {}
+        for key, value in data.items():
+            where = f"{path}.{key}"
+            if key in WINDOW_SIZE_KEYS and isinstance(value, str) and value.strip().lower().startswith("window"):
+                out[key] = _window_size(where, value, data, encoder)
+            else:
+                out[key] = resolve_window_sizes(value, encoder, where)
+        return out
+    if isinstance(data, list):
+        return [resolve_window_sizes(v, encoder, f"{path}[{i}]") for i, v in enumerate(data)]
+    return data
+
+
+def _window_size(where: str, value: str, node: dict, encoder) -> int:
+    m = _WINDOW.match(value.lower())
+    if not m:
+        raise ValueError(f"{where}={value!r}: expected a number, 'window', 'window*F' (0 < F <= 1) or 'window/N' (N >= 1)")
+    if encoder is None:
+        raise ValueError(f"{where}={value!r} is relative to the embedding model's window: build the chunker with the run's encoder")
+    tokens, tokenizer = embedding_window(encoder)
+    unit, wanted = node.get("unit", "tokens"), node.get("tokenizer", "model")
+    model = getattr(encoder, "model_name", "?")
+    if unit != "tokens":
+        raise ValueError(f"{where}={value!r} is in the model's tokens: needs {where.rsplit('.', 1)[0]}.unit=tokens, got {unit!r}")
+    if tokenizer is None or wanted != tokenizer:
+        need = f"{where.rsplit('.', 1)[0]}.tokenizer={tokenizer}" if tokenizer else "a size in chars or words (no chunker tokenizer counts its tokens)"
+        raise ValueError(
+            f"{where}={value!r}: the window of embedding.model {model!r} is {tokens} tokens of its own tokenizer; needs {need}, got tokenizer={wanted!r}"
+        )
+    op, num = m.group(1), m.group(2)
+    size = tokens
+    if op == "*":
+        f = float(num)
+        if not 0 < f <= 1:
+            raise ValueError(f"{where}={value!r}: the fraction must be in (0, 1], got {f}")
+        size = int(tokens * f)
+    elif op == "/":
+        n = float(num)
+        if n < 1:
+            raise ValueError(f"{where}={value!r}: the divisor must be >= 1, got {n}")
+        size = int(tokens / n)
+    if size < 1:
+        raise ValueError(f"{where}={value!r} gives {size} tokens (window {tokens}): too small")
+    return size
 
 
 def _instantiate(node: DictConfig, **kwargs):
@@ -195,9 +276,12 @@ def build_chunker(cfg: DictConfig, encoder=None):
     ``\\\\`` typed in a literal-string setting (``separators``, ``separator``, ``delim``,
     ``delimiters``, at any depth) arrive decoded; regex settings arrive as typed.
 
+    Size settings written relative to the embedding window (``chunk_size: window*0.5``) are
+    resolved against ``encoder`` first (:func:`resolve_window_sizes`).
+
     Raises:
-        ValueError: invalid chunker parameters (raised by the constructor, naming them), or
-            an unknown escape in a literal-string setting.
+        ValueError: invalid chunker parameters (raised by the constructor, naming them), an
+            unknown escape in a literal-string setting, or a window size that cannot be resolved.
     """
     from harness.chunkers.base import Chunker
 
@@ -206,8 +290,8 @@ def build_chunker(cfg: DictConfig, encoder=None):
     if getattr(cls, "needs_cache_dir", False):  # e.g. LLM reply caches; kept out of the config hash
         kwargs["cache_dir"] = cache_dir(cfg)
     node = cfg.chunker
-    decoded = chunker_config(cfg)
-    if decoded != to_container(node):  # an escape was decoded: build from the decoded copy
+    decoded = resolve_window_sizes(chunker_config(cfg), encoder)
+    if decoded != to_container(node):  # an escape was decoded or a window size resolved: build from the decoded copy
         node = OmegaConf.create(decoded)
     chunker = _instantiate(node, **kwargs)
     if not isinstance(chunker, Chunker):

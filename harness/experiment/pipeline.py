@@ -138,6 +138,8 @@ class EvaluationTools:
             truncated chunks (None: not reported).
         token_spans: word-piece offsets of a text under the embedding model's tokenizer,
             for the ``truncated`` miss reason (None: the packaged MiniLM tokenizer).
+        special_tokens: window positions the embedding model's own tokens take (2: ``[CLS]``
+            and ``[SEP]``; 0 for an API that counts the text only).
         chunk_cache: a :class:`harness.cache.ChunkCache`; with ``chunker_config`` the chunk
             set is read from it when present and stored after chunking otherwise (key:
             :func:`harness.cache.chunk_set_key`; strategies that embed add their encoder's
@@ -153,6 +155,7 @@ class EvaluationTools:
     chunk_token_counter: Callable[[Sequence[str]], list[int]] | None = None
     max_seq_length: int | None = None
     token_spans: Callable[[str], Sequence[tuple[int, int]]] | None = None
+    special_tokens: int = 2
     chunk_cache: Any = None
     chunker_config: Mapping[str, Any] | None = None
     compressor: Any = None
@@ -455,7 +458,9 @@ def diagnose(
     window = max_seq_length if embeds_chunks else None
     chunk_tokens = [int(t) for t in counter([c.text for c in chunks])] if counter is not None and chunks else None
     known = {c.chunk_id: n for c, n in zip(chunks, chunk_tokens)} if chunk_tokens is not None else None
-    reasons = dg.diagnose_queries(dataset.queries, dataset.by_id, chunks, scored, ks, window, tools.token_spans, token_counts=known)
+    reasons = dg.diagnose_queries(
+        dataset.queries, dataset.by_id, chunks, scored, ks, window, tools.token_spans, token_counts=known, special_tokens=tools.special_tokens
+    )
     for k in ks:  # no "@" in the column name: these are labels, not metrics to average
         per_query[f"miss_reason_at_{k}"] = [reasons[q.query_id][k] or "" for q in dataset.queries]
     means.update(dg.aggregate_reasons(reasons, ks))

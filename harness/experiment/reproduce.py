@@ -240,7 +240,7 @@ def run_configuration(name: str, overrides: Sequence[str], base: Sequence[str], 
 
         parts = build_components(cfg, MetricSettings.from_config(cfg))
         cache_root = build.cache_dir(cfg)
-        chunks, _ = chunk_corpus(dataset, parts.chunker, False, Cache(cache_root).chunks if cache_root else None, build.chunk_key_config(cfg))
+        chunks, _ = chunk_corpus(dataset, parts.chunker, False, Cache(cache_root).chunks if cache_root else None, build.chunk_key_config(cfg, parts.encoder))
     counts: dict[str, int] = {ALL: len(chunks)}
     for c in chunks:
         counts[c.doc_id] = counts.get(c.doc_id, 0) + 1

@@ -273,8 +273,9 @@ def run_pipeline(cfg: DictConfig, dataset, parts: Components, metrics: MetricSet
         chunk_token_counter=encoder.count_tokens,
         max_seq_length=encoder.max_seq_length if retriever.needs_encoder or chunker.needs_encoder else None,
         token_spans=encoder.token_spans,
+        special_tokens=int(getattr(encoder, "special_tokens", 2)),
         chunk_cache=Cache(cache_root).chunks if cache_root else None,
-        chunker_config=build.chunk_key_config(cfg),  # escapes decoded: keyed by what the chunker does
+        chunker_config=build.chunk_key_config(cfg, encoder),  # escapes decoded: keyed by what the chunker does
         compressor=parts.compressor,
     )
     return evaluate(dataset, chunker, retriever, metrics, tools, progress=bool(cfg.embedding.show_progress))
