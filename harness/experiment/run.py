@@ -149,7 +149,11 @@ def execute(cfg: DictConfig) -> dict:
         # is still recorded on this job's (FAILED) run.
         settings = prepare(cfg)
         parts = build_components(cfg, settings.metrics)
-        known_tags = {"chunker": parts.chunker.name, "retriever": parts.retriever.name}
+        known_tags = {
+            "chunker": parts.chunker.name,
+            "retriever": parts.retriever.name,
+            "embedding": f"{getattr(parts.encoder, 'backend', '')}/{getattr(parts.encoder, 'model_name', '')}",
+        }
         if parts.embeds:  # model available offline, endpoint reachable, key set: checked before any chunking
             parts.encoder.preflight()
         # the first block the model embeds waits for the worker (a skip stops the job there)

@@ -130,7 +130,9 @@ def finish_sweep(tracker, parent_run_id: str, status: str, objective: str) -> di
     ``_skipped``, ``_busy`` (counts; busy = RUNNING in another live process, the row names
     that run); ``sweep.best_run_id``/``_run_name``/``_job`` and the metric
     ``best_<objective key>`` (e.g. ``best_recall_at_5``) for the best FINISHED or skipped job
-    (highest objective; lowest for ``context_tokens@k``); artifacts ``sweep_summary.csv``,
+    (highest objective; lowest for ``context_tokens@k``); in a sweep over retrievers, a tag
+    ``sweep.best_retriever.<chunking>`` per chunking naming its best retriever
+    (:func:`best_retriever_per_chunker`); artifacts ``sweep_summary.csv``,
     the MLflow table ``sweep_summary.json`` (one row per job: job, run name, status, run id,
     objective, recall/precision/IoU/... at every k, chunk count, time, error) and
     ``sweep_objective.png``. With a status other than FINISHED, children still RUNNING are
@@ -187,6 +189,9 @@ def finish_sweep(tracker, parent_run_id: str, status: str, objective: str) -> di
                 top = frame.loc[best]
                 tracker.log_metrics({f"best_{key}": float(top[key])})
                 tracker.set_tags({"sweep.best_run_id": top["run_id"], "sweep.best_run_name": top["run_name"], "sweep.best_job": int(top["job"])})
+                best_retrievers = best_retriever_per_chunker(candidates, key, lower_is_better(objective))
+                if best_retrievers:
+                    tracker.set_tags({f"sweep.best_retriever.{k}"[:250]: v[:MAX_TAG_VALUE] for k, v in best_retrievers.items()})
             tracker.log_dataframe_csv(frame, "sweep_summary.csv")
             tracker.log_table(frame, "sweep_summary.json")
             from harness.evaluation.plots import objective_figure
@@ -208,6 +213,38 @@ def finish_sweep(tracker, parent_run_id: str, status: str, objective: str) -> di
     return counts
 
 
+def best_retriever_per_chunker(rows, key: str, lower: bool = False) -> dict[str, str]:
+    """The best retriever for each chunking (and embedding) of a sweep that compares retrievers.
+
+    Args:
+        rows: the sweep's FINISHED/skipped jobs (a DataFrame with ``run_name``, ``retriever``,
+            optionally ``embedding``, and the objective column ``key``).
+        key: the objective's MLflow key (``recall_at_5``).
+        lower: True when lower is better.
+
+    Returns:
+        ``{"<chunking>[ / <embedding>]": "<retriever> (<key> <value>)"}`` for every chunking
+        tried with two or more retrievers, the chunking being the run name without its
+        retriever suffix (``recursive-254-0``); empty when the sweep has one retriever.
+    """
+    if "retriever" not in getattr(rows, "columns", ()) or rows["retriever"].nunique() < 2:
+        return {}
+    out: dict[str, str] = {}
+    embeddings = "embedding" in rows.columns and rows["embedding"].nunique() > 1
+    groups: dict[str, list[tuple[float, str]]] = {}
+    for _, r in rows.iterrows():
+        name, retriever = str(r["run_name"]), str(r["retriever"])
+        chunking = name[: -len(retriever) - 1] if name.endswith("-" + retriever) else name
+        label = f"{chunking} / {r['embedding']}" if embeddings else chunking
+        groups.setdefault(label, []).append((float(r[key]), retriever))
+    for label, scored in groups.items():
+        if len({r for _, r in scored}) < 2:
+            continue
+        value, retriever = sorted(scored, key=lambda t: (t[0] if lower else -t[0], t[1]))[0]
+        out[label] = f"{retriever} ({key} {value:.4f})"
+    return out
+
+
 def _job(value: Any) -> int:
     try:
         return int(value)
@@ -227,6 +264,9 @@ def _row(run, job: int, status: str, key: str) -> dict:
     for extra in ("chunks.n_chunks", "time.total_s"):
         if extra in metrics:
             row[extra] = metrics[extra]
+    for tag in ("retriever", "embedding"):
+        if tag in run.data.tags:
+            row[tag] = run.data.tags[tag]
     if "error" in run.data.tags:
         row["error"] = run.data.tags["error"][:300]
     return row
