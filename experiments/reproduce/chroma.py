@@ -48,12 +48,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("overrides", nargs="*", help="Hydra overrides for every run, e.g. tracking.uri=... cache.dir=...")
     args = parser.parse_args(argv)
     if args.from_json:
-        data = json.loads(Path(args.from_json).read_text(encoding="utf-8"))
-        print(corpus_table([Result.from_json(r) for r in data["results"]], data["k"]))
+        if args.only or args.overrides or args.rerun:
+            parser.error("--from-json prints a stored table: it takes no --only, --rerun or overrides")
+        try:
+            data = json.loads(Path(args.from_json).read_text(encoding="utf-8"))
+            results = [Result.from_json(r) for r in data["results"]]
+            k = int(data["k"])
+        except (OSError, ValueError, KeyError, TypeError) as exc:
+            print(f"error: --from-json {args.from_json}: not a results file of this script ({type(exc).__name__}: {exc})", file=sys.stderr)
+            return 2
+        print(corpus_table(results, k))
         return 0
-    bad = [o for o in args.overrides if "=" not in o]
-    if bad:
-        parser.error(f"expected Hydra overrides key=value, got {bad[0]!r}")
 
     def progress(res: Result) -> None:
         how = "read back (FINISHED before)" if res.skipped else "ran"

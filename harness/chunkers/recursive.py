@@ -40,7 +40,7 @@ import bisect
 import re
 
 from harness.chunkers.base import Chunker, check_limit, check_overlap
-from harness.chunkers.chroma import check_compatible, check_tiktoken, recursive_spans, token_count, warn_over_limit
+from harness.chunkers.chroma import CHROMA_SEPARATORS, check_compatible, check_tiktoken, recursive_spans, token_count, warn_over_limit
 from harness.text.units import Layout, check_unit, get_counter, layout_of, strip_span, window_atoms
 from harness.types import Chunk, Document, Span, make_chunk_id
 
@@ -99,6 +99,14 @@ class RecursiveChunker(Chunker):
             if strip_whitespace is not True:
                 raise ValueError(
                     f"chunker.compatible=chroma strips every chunk as the reference does: needs chunker.strip_whitespace=true, got {strip_whitespace!r}"
+                )
+            if separators is not None and list(separators) != list(CHROMA_SEPARATORS):
+                import warnings
+
+                warnings.warn(
+                    f"chunker.compatible=chroma with chunker.separators={list(separators)!r}: the reference RecursiveTokenChunker splits at "
+                    f"{list(CHROMA_SEPARATORS)!r}; the chunks follow the reference's merging but not its separators",
+                    stacklevel=2,
                 )
         check_limit("chunk_size", chunk_size, unit)
         check_overlap(chunk_size, chunk_overlap)

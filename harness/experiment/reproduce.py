@@ -129,9 +129,12 @@ def base_overrides(dataset_path: str | Path, k: int = 5) -> list[str]:
     """
     if isinstance(k, bool) or not isinstance(k, int) or k < 1:
         raise ValueError(f"k must be an integer >= 1, got {k!r}")
-    path = Path(dataset_path).resolve()
-    if not (path / "questions.csv").is_file() or not (path / "corpora").is_dir():
-        raise ValueError(f"dataset path {path}: expected a chroma-format folder with questions.csv and corpora/*.md")
+    path = Path(dataset_path).expanduser().resolve()
+    if not path.exists():
+        raise ValueError(f"dataset path {path} does not exist: pass --dataset PATH, a chroma-format folder (questions.csv and corpora/*.md)")
+    missing = [name for name, ok in (("questions.csv", (path / "questions.csv").is_file()), ("corpora/", (path / "corpora").is_dir())) if not ok]
+    if missing:
+        raise ValueError(f"dataset path {path} has no {' and no '.join(missing)}: expected a chroma-format folder (questions.csv and corpora/*.md)")
     ks = sorted({1, 3, 5, 10, k})
     return [
         "dataset=chroma_general",
@@ -144,6 +147,31 @@ def base_overrides(dataset_path: str | Path, k: int = 5) -> list[str]:
         f"metrics.ks=[{','.join(map(str, ks))}]",
         f"metrics.objective=recall@{k}",
     ]
+
+
+#: Settings each configuration fixes: an extra override of one of them would change what is
+#: reproduced without the table saying so, so :func:`check_extra` refuses it.
+FIXED_SETTINGS = ("chunker", "dataset", "retriever", "metrics.convention", "metrics.ks", "metrics.objective", "resume")
+
+
+def check_extra(extra: Sequence[str]) -> None:
+    """Refuse extra overrides that are not ``key=value`` or that touch a setting the
+    reproduction fixes (:data:`FIXED_SETTINGS`: the chunker, dataset, retriever, metric
+    convention and cut-offs; use ``--dataset``, ``--k``, ``--only``, ``--rerun``). Tracking,
+    cache, embedding and other settings pass through.
+
+    Raises:
+        ValueError: naming the override.
+    """
+    for item in extra:
+        key = item.split("=", 1)[0].lstrip("+~")
+        if "=" not in item or not key:
+            raise ValueError(f"override {item!r}: expected key=value (e.g. tracking.uri=sqlite:////tmp/m.db)")
+        if any(key == f or key.startswith(f + ".") for f in FIXED_SETTINGS):
+            raise ValueError(
+                f"override {item!r}: {key} is set by each reproduced configuration (the chunker, dataset, retriever and metric "
+                "convention are the reference's); use --dataset, --k, --only or --rerun, or run harness run for other settings"
+            )
 
 
 def select(only: Sequence[str] | None) -> dict[str, tuple[str, ...]]:
@@ -215,7 +243,7 @@ def run_configuration(name: str, overrides: Sequence[str], base: Sequence[str], 
     the run cached it).
 
     Raises:
-        ValueError: bad overrides (the config layer's message), or the run FAILED.
+        ValueError: the run FAILED before it could be scored, or its table lacks a metric.
     """
     from harness.evaluation.compare import CompareError
     from harness.experiment import build
@@ -254,6 +282,27 @@ def run_configuration(name: str, overrides: Sequence[str], base: Sequence[str], 
     return Result(name, run_id, logged.name, bool(result.get("skipped")), counts, values, questions)
 
 
+def check_configuration(name: str, overrides: Sequence[str], base: Sequence[str]) -> None:
+    """Compose one configuration and build its settings, chunker and retriever (cheap: no
+    model, no data), so a misspelt override or a bad value fails before any run.
+
+    Raises:
+        ValueError: one line naming the configuration and the config layer's message.
+    """
+    from harness.experiment.config import compose
+    from harness.experiment.run import build_components, prepare
+
+    try:
+        cfg = compose([*base, *overrides])
+        settings = prepare(cfg)
+        build_components(cfg, settings.metrics)
+    except ValueError as exc:
+        raise ValueError(f"{name}: {exc}") from exc
+    except Exception as exc:  # Hydra's composition errors (a misspelt key or group) carry their own message
+        message = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise ValueError(f"{name}: {message}") from exc
+
+
 def _tracking_uri(cfg) -> str:
     from harness.experiment.settings import RunSettings
 
@@ -282,11 +331,16 @@ def reproduce(
         One :class:`Result` per configuration, in table order.
 
     Raises:
-        ValueError: bad arguments (before anything runs) or a failed run (runs finished
-            before it stay logged and are skipped by the next call).
+        ValueError: bad arguments, an override that touches a fixed setting
+            (:func:`check_extra`) or a configuration that does not compose or build
+            (:func:`check_configuration`), all before anything runs; or a failed run (runs
+            finished before it stay logged and are skipped by the next call).
     """
     chosen = select(only)
+    check_extra(extra)
     base = [*base_overrides(dataset_path, k), *extra]
+    for name, overrides in chosen.items():  # every configuration composes and builds before anything runs
+        check_configuration(name, overrides, base)
     out = []
     for name, overrides in chosen.items():
         res = run_configuration(name, overrides, base, k, rerun)

@@ -155,3 +155,42 @@ def test_readme_table_is_the_committed_runs_table():
     block = re.search(r"<!-- reproduce-chroma:start[^>]*-->\n(.*?)\n<!-- reproduce-chroma:end -->", readme, re.S)
     assert block is not None, "README lost its reproduce-chroma table markers"
     assert block.group(1) == corpus_table(results, data["k"])
+
+
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        (["chunker.chunk_size=100"], r"chunker\.chunk_size is set by each reproduced configuration"),
+        (["retriever=bm25"], r"retriever is set by each"),
+        (["dataset.path=/tmp/x"], r"dataset\.path is set by each"),
+        (["metrics.convention=harness"], r"metrics\.convention is set by each"),
+        (["trackinguri"], r"expected key=value"),
+    ],
+)
+def test_overrides_of_what_is_reproduced_are_refused(extra, message):
+    from harness.experiment.reproduce import check_extra
+
+    with pytest.raises(ValueError, match=message):
+        check_extra(extra)
+    check_extra(["tracking.uri=sqlite:////tmp/m.db", "cache.dir=/tmp/c", "embedding.batch_size=32"])  # these pass through
+
+
+def test_a_misspelt_override_fails_in_one_line_before_anything_runs(tmp_path):
+    from harness.experiment.reproduce import reproduce
+
+    data = tmp_path / "tiny_chroma"
+    _tiny_chroma_dataset(data)
+    with pytest.raises(ValueError) as caught:
+        reproduce(data, only=["fixed 400/0"], extra=["trackng.uri=sqlite:////tmp/x.db"])
+    assert str(caught.value).startswith("fixed 400/0: ") and "trackng" in str(caught.value) and "\n" not in str(caught.value)
+    assert not (tmp_path / "x.db").exists()
+
+
+def test_script_errors_are_one_line_with_exit_2(tmp_path, capsys):
+    script = _script()
+    assert script.main(["--dataset", str(tmp_path / "nowhere")]) == 2
+    assert "does not exist: pass --dataset PATH" in capsys.readouterr().err
+    bad = tmp_path / "bad.json"
+    bad.write_text('{"a": 1}', encoding="utf-8")
+    assert script.main(["--from-json", str(bad)]) == 2
+    assert "not a results file of this script" in capsys.readouterr().err

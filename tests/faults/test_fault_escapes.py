@@ -201,6 +201,11 @@ def _old_hash(cfg) -> str:
         del data["embedding"]["on_truncate"]
     if data.get("chunker", {}).get("number_of_chunks", 0) is None:
         del data["chunker"]["number_of_chunks"]
+    for key in ("compatible", "target_chunk_size"):  # added with the Chroma-compatible options
+        if data.get("chunker", {}).get(key, 0) is None:
+            del data["chunker"][key]
+    if data.get("metrics", {}).get("convention") == "harness":  # added with metrics.convention=chroma
+        del data["metrics"]["convention"]
     # the compression settings' class had this path when those runs were recorded
     if data.get("compression", {}).get("_target_") == "harness.evaluation.compression.Compressor":
         data["compression"]["_target_"] = "harness.compression.Compressor"
