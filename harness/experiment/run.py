@@ -367,6 +367,8 @@ def metric_groups(ev, parts: Components, report, settings: Settings) -> list[tup
         groups.append(({f"dataset.{k}": v for k, v in dropped.items()}, 0))
     if hasattr(parts.chunker, "stats"):  # strategy counters, e.g. llm.calls / llm.rejected_replies
         groups.append((parts.chunker.stats(), 0))
+    if hasattr(parts.retriever, "stats"):  # retriever counters, e.g. rerank.pairs_scored / rerank.pairs_over_limit
+        groups.append((parts.retriever.stats(), 0))
     if settings.stats.bootstrap > 0:
         groups.append((confidence_intervals(ev, settings.stats), 0))
     groups += [({"recall_curve": ev.metrics[f"recall@{k}"]}, k) for k in settings.metrics.ks]  # one series against step=k

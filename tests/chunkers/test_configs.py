@@ -28,7 +28,12 @@ def test_every_config_file_composes(group, name):
     cfg = compose([f"{group}={name}"])
     assert cfg.chunker._target_.startswith("harness.chunkers.")
     if group == "retriever":
-        assert build.build_retriever(cfg, encoder=None).name == name
+        try:
+            retriever = build.build_retriever(cfg, encoder=None)
+        except ValueError as exc:  # rerank's default cross-encoder is a hub id: built only where it is available offline
+            assert name == "rerank" and "retriever.model" in str(exc), exc
+        else:
+            assert retriever.name == name
 
 
 def check_contract(chunker, documents, chunks):
