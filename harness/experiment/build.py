@@ -68,8 +68,16 @@ HASH_NEUTRAL_DEFAULTS: dict[str, dict[str, Any]] = {
     "harness.chunkers.fixed.FixedChunker": {"compatible": None},
     "harness.chunkers.recursive.RecursiveChunker": {"compatible": None},
     "harness.chunkers.cluster_semantic.ClusterSemanticChunker": {"compatible": None},
-    # only warns (or refuses a run): never changes a number, so never a new hash
-    "harness.embeddings.model.Encoder": {"on_truncate": "warn"},
+    # only warns (or refuses a run): never changes a number, so never a new hash; the any-model
+    # settings (prompts, window override, remote code) at the values that embed as before they existed
+    "harness.embeddings.model.Encoder": {
+        "on_truncate": "warn",
+        "query_prompt": "",
+        "document_prompt": "",
+        "prompts": "none",
+        "max_seq_length": None,
+        "trust_remote_code": False,
+    },
 }
 
 
