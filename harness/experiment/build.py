@@ -371,4 +371,23 @@ def run_name(cfg: DictConfig) -> str:
         parts.append(str(ch.compatible))  # fixed-400-0-cl100k_base-chroma-faiss
     retr = str(cfg.retriever.get("_target_", "retriever")).rsplit(".", 1)[-1].replace("Retriever", "").lower()
     parts.append(retr)
+    label = embedding_label(cfg)
+    if label:  # another embedding than the packaged MiniLM: fixed-254-0-faiss-static, ...-faiss-text-embedding-3-small
+        parts.append(label)
     return "-".join(p for p in parts if p)
+
+
+def embedding_label(cfg: DictConfig) -> str:
+    """Short name of the run's embedding for run names: empty for the default (the packaged
+    all-MiniLM-L6-v2 through sentence-transformers), else the model's last path part
+    (sentence-transformers, openai) or ``static`` (model2vec)."""
+    emb = cfg.get("embedding") if hasattr(cfg, "get") else None
+    if emb is None:
+        return ""
+    target = str(emb.get("_target_", ""))
+    model = str(emb.get("model", "") or "")
+    if target.endswith("embeddings.model.Encoder"):
+        return "" if model in ("all-MiniLM-L6-v2", "sentence-transformers/all-MiniLM-L6-v2", "") else model.rstrip("/").rsplit("/", 1)[-1]
+    if target.endswith("embeddings.static.StaticEncoder"):
+        return "static"
+    return model.rstrip("/").rsplit("/", 1)[-1] or target.rsplit(".", 1)[-1].replace("Encoder", "").lower()

@@ -234,7 +234,7 @@ def best_retriever_per_chunker(rows, key: str, lower: bool = False) -> dict[str,
     groups: dict[str, list[tuple[float, str]]] = {}
     for _, r in rows.iterrows():
         name, retriever = str(r["run_name"]), str(r["retriever"])
-        chunking = name[: -len(retriever) - 1] if name.endswith("-" + retriever) else name
+        chunking = name.rsplit("-" + retriever, 1)[0]  # the run name without its retriever (and embedding) suffix
         label = f"{chunking} / {r['embedding']}" if embeddings else chunking
         groups.setdefault(label, []).append((float(r[key]), retriever))
     for label, scored in groups.items():
