@@ -402,6 +402,11 @@ class OpenAIEncoder(CachedEncoder):
 
         return TiktokenCounter(self.tokenizer)
 
+    @property
+    def chunk_tokenizer(self) -> str | None:
+        """The chunker tokenizer that counts the tokens this client counts (``cl100k_base``)."""
+        return self.tokenizer
+
     def token_spans(self, text: str) -> list[tuple[int, int]]:
         """Code-point spans of the ``tokenizer`` tokens of ``text`` (a token that starts inside
         a multi-byte character joins its predecessor)."""

@@ -66,3 +66,15 @@ def test_numbers_are_left_alone_and_hash_as_before():
     cfg = compose(["chunker=recursive", "chunker.chunk_size=200"])
     assert build.build_chunker(cfg, Window()).chunk_size == 200
     assert build.chunk_key_config(cfg, Window()) == build.chunk_key_config(cfg)
+
+
+def test_real_backends_report_their_window():
+    """chunker.chunk_size=window with the real backends: MiniLM's word pieces, the API client's cl100k tokens."""
+    from harness.embeddings.model import Encoder
+    from harness.embeddings.openai import OpenAIEncoder
+
+    cfg = compose(["chunker=recursive", "chunker.chunk_size=window"])
+    assert build.build_chunker(cfg, Encoder(show_progress=False)).chunk_size == 254
+    api = OpenAIEncoder(base_url="http://127.0.0.1:9/v1", model="m", api_key_env=None, max_input_tokens=8191)
+    cfg = compose(["chunker=fixed", "chunker.chunk_size=window/8", "chunker.tokenizer=cl100k_base"])
+    assert build.build_chunker(cfg, api).chunk_size == 1023
