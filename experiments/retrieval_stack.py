@@ -46,7 +46,7 @@ def plumbing_cross_encoder(folder: Path) -> Path:
 def run(overrides: list[str]) -> None:
     cmd = [sys.executable, "-m", "harness.run", "-m", *overrides]
     print("$", " ".join(cmd), file=sys.stderr, flush=True)
-    subprocess.run(cmd, check=True, cwd=PROJECT_ROOT)
+    subprocess.run(cmd, check=True, cwd=PROJECT_ROOT, stdout=sys.stderr)  # the jobs' own tables: standard output keeps the one table
 
 
 def table(uri: str) -> str:
