@@ -236,9 +236,28 @@ def build_components(cfg: DictConfig, metrics: MetricSettings) -> Components:
     encoder = build.build_encoder(cfg)
     chunker = build.build_chunker(cfg, encoder)
     retriever = build.build_retriever(cfg, encoder)
+    check_retriever_depth(retriever, metrics)
     # contextual compression after retrieval (None when off); bad settings fail here
     compressor = compressor_from_config(build.to_container(cfg.compression) if "compression" in cfg else None, encoder)
     return Components(encoder, chunker, retriever, compressor, get_counter("tokens", metrics.context_tokenizer))
+
+
+def check_retriever_depth(retriever, metrics: MetricSettings) -> None:
+    """Refuse a retriever whose candidate count is below the deepest cut-off, before any data
+    is loaded (``retriever.depth`` of hybrid, ``retriever.candidates`` of rerank; the run
+    fetches at least ``max(metrics.ks)`` results per query, more for the token budgets, which
+    the retriever itself checks when it searches).
+
+    Raises:
+        ValueError: naming the setting, its value and ``metrics.ks``.
+    """
+    for setting in ("depth", "candidates"):
+        value = getattr(retriever, setting, None)
+        if isinstance(value, int) and not isinstance(value, bool) and value < max(metrics.ks):
+            raise ValueError(
+                f"retriever.{setting}={value} is below the deepest cut-off max(metrics.ks)={max(metrics.ks)}: every query needs at least that many "
+                f"results (more with metrics.budgets); raise retriever.{setting} or set it to null"
+            )
 
 
 def load_dataset(cfg: DictConfig, timings: dict[str, float]):

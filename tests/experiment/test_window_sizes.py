@@ -78,3 +78,14 @@ def test_real_backends_report_their_window():
     api = OpenAIEncoder(base_url="http://127.0.0.1:9/v1", model="m", api_key_env=None, max_input_tokens=8191)
     cfg = compose(["chunker=fixed", "chunker.chunk_size=window/8", "chunker.tokenizer=cl100k_base"])
     assert build.build_chunker(cfg, api).chunk_size == 1023
+
+
+def test_a_retriever_depth_below_the_deepest_cut_off_is_refused_before_loading():
+    from harness.experiment.run import build_components
+    from harness.experiment.settings import MetricSettings
+
+    cfg = compose(["retriever=hybrid", "retriever.depth=5"])
+    with pytest.raises(ValueError, match=r"retriever\.depth=5 is below the deepest cut-off max\(metrics\.ks\)=10"):
+        build_components(cfg, MetricSettings.from_config(cfg))
+    cfg = compose(["retriever=hybrid", "retriever.depth=10"])
+    assert build_components(cfg, MetricSettings.from_config(cfg)).retriever.depth == 10
