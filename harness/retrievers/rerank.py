@@ -43,12 +43,13 @@ def clear_score_cache() -> None:
 
 
 def resolve_cross_encoder(model: str) -> Path:
-    """Map ``retriever.model`` to a local folder, never downloading anything.
+    """Map ``retriever.model`` to a local folder.
 
     An existing folder is used as it is; anything else is taken as a Hugging Face hub id
     and looked up in the local hub cache the way sentence-transformers looks it up
     (``SENTENCE_TRANSFORMERS_HOME`` if set, else ``HF_HUB_CACHE`` / ``HF_HOME``; the
-    snapshot of the ``main`` revision).
+    snapshot of the ``main`` revision); when it is not there and ``HF_HUB_OFFLINE`` is not
+    set, it is downloaded into that cache (like the sentence-transformers embedding backend).
 
     Raises:
         ValueError: ``model`` is not a non-empty string, or is neither a folder nor a hub id
@@ -65,11 +66,19 @@ def resolve_cross_encoder(model: str) -> Path:
     try:
         return Path(snapshot_download(model, local_files_only=True, cache_dir=cache))
     except Exception as exc:  # noqa: BLE001 - LocalEntryNotFoundError, HFValidationError, OSError
-        where = cache or "the Hugging Face hub cache"
-        raise ValueError(
-            f"retriever.model {model!r} is neither a local folder nor a hub id in {where} ({type(exc).__name__}); "
-            f"models are never downloaded at run time: download it once (e.g. `hf download {model}`) or give a folder"
-        ) from None
+        local_error = exc
+    offline = os.environ.get("HF_HUB_OFFLINE", "").strip().lower() in ("1", "true", "yes", "on")
+    if not offline:  # online: fetched once into the hub cache, as sentence-transformers would
+        try:
+            return Path(snapshot_download(model, cache_dir=cache))
+        except Exception as exc:  # noqa: BLE001 - no network, unknown id
+            local_error = exc
+    where = cache or "the Hugging Face hub cache"
+    why = "HF_HUB_OFFLINE=1 is set" if offline else "it could not be downloaded"
+    raise ValueError(
+        f"retriever.model {model!r} is neither a local folder nor a hub id in {where}, and {why} ({type(local_error).__name__}): "
+        f"download it once with network access (e.g. `hf download {model}`) or give a cross-encoder folder"
+    ) from None
 
 
 def _read_json(path: Path) -> dict[str, Any]:
