@@ -179,7 +179,7 @@ def finish_sweep(tracker, parent_run_id: str, status: str, objective: str) -> di
         if rows:
             frame = pd.DataFrame(rows)
             metric_cols = sorted((c for c in frame.columns if _METRIC_COLUMNS.match(c)), key=_metric_order)
-            tail = [c for c in ("chunks.n_chunks", "time.total_s", "error") if c in frame.columns]
+            tail = [c for c in ("retriever", "embedding", "chunks.n_chunks", "time.total_s", "error") if c in frame.columns]
             frame = frame[["job", "run_name", "status", "run_id", key, *[c for c in metric_cols if c != key], *tail]]
             frame = frame.sort_values(["job", "run_name"], kind="stable").reset_index(drop=True)
             candidates = frame[frame["status"].isin(["FINISHED", "SKIPPED"]) & frame[key].notna()]
@@ -191,7 +191,10 @@ def finish_sweep(tracker, parent_run_id: str, status: str, objective: str) -> di
                 tracker.set_tags({"sweep.best_run_id": top["run_id"], "sweep.best_run_name": top["run_name"], "sweep.best_job": int(top["job"])})
                 best_retrievers = best_retriever_per_chunker(candidates, key, lower_is_better(objective))
                 if best_retrievers:
-                    tracker.set_tags({f"sweep.best_retriever.{k}"[:250]: v[:MAX_TAG_VALUE] for k, v in best_retrievers.items()})
+                    # MLflow tag keys allow letters, digits, _ - . space and /: "model2vec/static:all-MiniLM-L6-v2" loses its ":"
+                    tracker.set_tags(
+                        {re.sub(r"[^A-Za-z0-9_\-. /]", "_", f"sweep.best_retriever.{k}")[:250]: v[:MAX_TAG_VALUE] for k, v in best_retrievers.items()}
+                    )
             tracker.log_dataframe_csv(frame, "sweep_summary.csv")
             tracker.log_table(frame, "sweep_summary.json")
             from harness.evaluation.plots import objective_figure

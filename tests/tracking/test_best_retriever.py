@@ -35,3 +35,36 @@ def test_nothing_to_name_without_two_retrievers():
     lone = _rows([("fixed-254-0-faiss", "faiss", "e", 0.7), ("recursive-254-0-bm25", "bm25", "e", 0.8)])
     assert best_retriever_per_chunker(lone, "recall_at_5") == {}  # no chunking was tried with both
     assert best_retriever_per_chunker(pd.DataFrame({"run_name": ["a"], "recall_at_5": [1.0]}), "recall_at_5") == {}
+
+
+def test_finish_sweep_tags_the_parent_with_the_best_retriever_per_chunking(tracking_uri):
+    """Through a real MLflow store: child runs as a sweep leaves them, then the parent's summary."""
+    import mlflow
+
+    from harness.tracking.callbacks import finish_sweep
+    from harness.tracking.tracker import JOB_TAG, Tracker
+
+    client = mlflow.MlflowClient(tracking_uri)
+    exp = client.create_experiment("stack")
+    parent = client.create_run(exp, run_name="sweep").info.run_id
+    jobs = [
+        ("fixed-254-0-faiss", "faiss", 0.66),
+        ("fixed-254-0-hybrid", "hybrid", 0.76),
+        ("fixed-254-0-faiss-static", "faiss", 0.50),
+        ("fixed-254-0-bm25-static", "bm25", 0.72),
+    ]
+    for job, (name, retriever, recall) in enumerate(jobs):
+        embedding = "model2vec/static:all-MiniLM-L6-v2" if name.endswith("static") else "sentence_transformers/all-MiniLM-L6-v2"
+        tags = {"mlflow.parentRunId": parent, JOB_TAG: str(job), "retriever": retriever, "embedding": embedding}
+        run = client.create_run(exp, run_name=name, tags=tags).info.run_id
+        client.log_metric(run, "recall_at_5", recall)
+        client.set_terminated(run, "FINISHED")
+    counts = finish_sweep(Tracker(tracking_uri, "stack"), parent, "FINISHED", "recall@5")
+    assert counts["FINISHED"] == 4
+    tags = client.get_run(parent).data.tags
+    assert "sweep.summary_error" not in tags, tags.get("sweep.summary_error")
+    best = {k: v for k, v in tags.items() if k.startswith("sweep.best_retriever.")}
+    assert best == {
+        "sweep.best_retriever.fixed-254-0 / sentence_transformers/all-MiniLM-L6-v2": "hybrid (recall_at_5 0.7600)",
+        "sweep.best_retriever.fixed-254-0 / model2vec/static_all-MiniLM-L6-v2": "bm25 (recall_at_5 0.7200)",  # ":" is not allowed in a tag key
+    }
