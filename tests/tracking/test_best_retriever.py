@@ -68,3 +68,15 @@ def test_finish_sweep_tags_the_parent_with_the_best_retriever_per_chunking(track
         "sweep.best_retriever.fixed-254-0 / sentence_transformers/all-MiniLM-L6-v2": "hybrid (recall_at_5 0.7600)",
         "sweep.best_retriever.fixed-254-0 / model2vec/static_all-MiniLM-L6-v2": "bm25 (recall_at_5 0.7200)",  # ":" is not allowed in a tag key
     }
+
+
+def test_readme_retrieval_table_is_the_scripts_table():
+    """The README's retrieval-stack numbers are the script's output file, never typed in."""
+    import re
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    table = (root / "experiments" / "retrieval_stack.md").read_text(encoding="utf-8").strip()
+    block = re.search(r"<!-- retrieval-stack:start[^>]*-->\n(.*?)\n<!-- retrieval-stack:end -->", (root / "README.md").read_text(encoding="utf-8"), re.S)
+    assert block is not None and block.group(1) == table
+    assert table.splitlines()[0].startswith("| chunking | embedding | kestrel_kb faiss |")
