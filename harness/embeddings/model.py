@@ -409,16 +409,12 @@ class Encoder(CachedEncoder):
         Raises:
             ValueError: a CUDA or MPS device that is not available.
         """
-        from harness.runtime import long_lived
+        from harness.runtime import check_torch_device, long_lived
 
         with long_lived("torch"):  # torch, transformers and the weights stay for the whole process
-            import torch
             from sentence_transformers import SentenceTransformer
 
-            if self.device.startswith("cuda") and not torch.cuda.is_available():
-                raise ValueError(f"embedding.device={self.device!r} but this torch build has no CUDA device; use 'cpu'")
-            if self.device == "mps" and not torch.backends.mps.is_available():
-                raise ValueError("embedding.device='mps' but MPS is not available here; use 'cpu'")
+            check_torch_device("embedding.device", self.device)
             model = SentenceTransformer(source, device=self.device, trust_remote_code=self.trust_remote_code, cache_folder=cache_folder)
         if self.max_seq_length_override is not None:
             model.max_seq_length = self.max_seq_length_override
@@ -459,15 +455,10 @@ class Encoder(CachedEncoder):
 
     @functools.cached_property
     def _tokenizer(self):
-        from tokenizers import Tokenizer
+        from harness.text.units import raw_tokenizer
 
         path = self.model_path / "tokenizer.json"
-        if not path.is_file():
-            return None
-        tok = Tokenizer.from_file(str(path))
-        tok.no_padding()
-        tok.no_truncation()
-        return tok
+        return raw_tokenizer(path) if path.is_file() else None
 
     special_tokens = 2  # [CLS] and [SEP]
 

@@ -412,12 +412,9 @@ class StaticEncoder(CachedEncoder):
     @functools.cached_property
     def _tokenizer(self):
         """The static model's tokenizer (``tokenizers``), without padding or truncation."""
-        from tokenizers import Tokenizer
+        from harness.text.units import raw_tokenizer
 
-        tok = Tokenizer.from_file(str(self.model_path / "tokenizer.json"))
-        tok.no_padding()
-        tok.no_truncation()
-        return tok
+        return raw_tokenizer(self.model_path / "tokenizer.json")
 
     def _prepare(self) -> None:
         self.model  # noqa: B018 - loads the vectors before the first checkpoint

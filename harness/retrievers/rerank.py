@@ -242,31 +242,22 @@ class RerankRetriever(Retriever):
         if self._model is None:
             os.environ.setdefault("HF_HUB_OFFLINE", "1")
             os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
-            from harness.runtime import long_lived
+            from harness.runtime import check_torch_device, long_lived
 
             with long_lived("torch"):  # torch, transformers and the weights stay for the whole process
-                import torch
                 from sentence_transformers import CrossEncoder
 
-                if self.device.startswith("cuda") and not torch.cuda.is_available():
-                    raise ValueError(f"retriever.device={self.device!r} but this torch build has no CUDA device; use 'cpu'")
-                if self.device == "mps" and not torch.backends.mps.is_available():
-                    raise ValueError("retriever.device='mps' but MPS is not available here; use 'cpu'")
+                check_torch_device("retriever.device", self.device)
                 self._model = CrossEncoder(str(self.model_path), device=self.device, max_length=self.max_length, local_files_only=True)
         return self._model
 
     @functools.cached_property
     def _tokenizer(self):
         """The folder's fast tokenizer without truncation or padding (None: no tokenizer.json)."""
-        path = self.model_path / "tokenizer.json"
-        if not path.is_file():
-            return None
-        from tokenizers import Tokenizer
+        from harness.text.units import raw_tokenizer
 
-        tok = Tokenizer.from_file(str(path))
-        tok.no_padding()
-        tok.no_truncation()
-        return tok
+        path = self.model_path / "tokenizer.json"
+        return raw_tokenizer(path) if path.is_file() else None
 
     def count_pair_tokens(self, pairs: Sequence[tuple[str, str]]) -> list[int]:
         """Word pieces of each (query, chunk) pair as the cross-encoder reads it, special tokens

@@ -385,12 +385,7 @@ class HFTokenCounter:
 
     @functools.cached_property
     def _tok(self):
-        from tokenizers import Tokenizer
-
-        tok = Tokenizer.from_file(self._file)
-        tok.no_padding()
-        tok.no_truncation()
-        return tok
+        return raw_tokenizer(self._file)
 
     @functools.cached_property
     def _bert_local(self) -> bool:
@@ -591,6 +586,22 @@ def layout_of(counter: SizeCounter, text: str) -> Layout:
         atoms.breakable.__getitem__,
         lambda s, e: counter.count(text[s:e]) if e > s else 0,
     )
+
+
+def raw_tokenizer(path: str | Path):
+    """A HuggingFace ``tokenizers.Tokenizer`` read from a ``tokenizer.json`` with its built-in
+    padding and truncation turned off (all-MiniLM-L6-v2's file truncates at 128 otherwise), so
+    it counts and offsets a whole text.
+
+    Raises:
+        Exception: what ``Tokenizer.from_file`` raises for a missing or unreadable file.
+    """
+    from tokenizers import Tokenizer
+
+    tok = Tokenizer.from_file(str(path))
+    tok.no_padding()
+    tok.no_truncation()
+    return tok
 
 
 def model_tokenizer_file() -> str:
