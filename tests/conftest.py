@@ -29,6 +29,10 @@ from pathlib import Path
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+# expected values (recorded hashes, keys, vectors compared with a plain fp32 encode) are
+# fp32's: embedding.precision=auto means fp32 here on every machine, subprocesses included;
+# tests of auto's own choice (tests/embeddings/test_precision.py) unset it
+os.environ["HARNESS_AUTO_PRECISION"] = "fp32"
 
 PROJECT_ROOT = Path(__file__).resolve().parents[1]
 #: This process's temporary folder for everything the suite writes outside ``tmp_path``.

@@ -181,7 +181,7 @@ def declared_dimension(folder: str | os.PathLike) -> int | None:
         return None
 
 
-def embedding_key(model_name: str, fingerprint: str, max_seq_length: int, normalize: bool) -> str:
+def embedding_key(model_name: str, fingerprint: str, max_seq_length: int, normalize: bool, precision: str = "fp32") -> str:
     """sha256 hex identifying one embedding function.
 
     Args:
@@ -189,18 +189,19 @@ def embedding_key(model_name: str, fingerprint: str, max_seq_length: int, normal
         fingerprint: :func:`model_folder_fingerprint` of the weights folder.
         max_seq_length: word pieces read per input (longer inputs are truncated).
         normalize: whether vectors are L2-normalised.
+        precision: ``fp32`` or ``bf16``, as the model runs (resolved, never ``auto``);
+            ``fp32`` keys exactly as before the setting existed.
     """
-    return sha256_hex(
-        canonical_json(
-            {
-                "format": FORMAT_VERSION,
-                "model": model_name,
-                "fingerprint": fingerprint,
-                "max_seq_length": int(max_seq_length),
-                "normalize": bool(normalize),
-            }
-        )
-    )
+    fields = {
+        "format": FORMAT_VERSION,
+        "model": model_name,
+        "fingerprint": fingerprint,
+        "max_seq_length": int(max_seq_length),
+        "normalize": bool(normalize),
+    }
+    if precision != "fp32":
+        fields["precision"] = precision
+    return sha256_hex(canonical_json(fields))
 
 
 def corpus_fingerprint(documents: Iterable[Any]) -> str:

@@ -214,10 +214,18 @@ class Encoder(CachedEncoder):
             set on the model and used for counting and the cache key.
         trust_remote_code: passed to ``SentenceTransformer``: allow the model folder's own
             Python code (models with custom architectures). Off by default.
+        precision: ``auto`` (default), ``fp32`` or ``bf16``. ``bf16`` runs the model under
+            ``torch.autocast(dtype=torch.bfloat16)`` (weights stay fp32; matrix products in
+            bf16, accumulated and returned as fp32 vectors); ``auto`` is ``bf16`` on a CPU
+            with AMX and ``fp32`` elsewhere (:func:`harness.runtime.resolve_precision`;
+            :attr:`precision_used` is the result, logged as the run's
+            ``embedding.precision`` tag). bf16 vectors are keyed apart from fp32 ones in the
+            cache; ``fp32`` keys exactly as before this setting existed. Measured effect on
+            the metrics: ``docs/embeddings.md``.
 
     Raises:
-        ValueError: ``batch_size < 1``, an empty model name, an unknown device, ``prompts``
-            or ``on_truncate``, a ``max_seq_length`` that is not a positive integer; from
+        ValueError: ``batch_size < 1``, an empty model name, an unknown device, ``prompts``,
+            ``precision`` or ``on_truncate``, a ``max_seq_length`` that is not a positive integer; from
             :meth:`preflight` (or first use): a model that cannot be resolved, a window over
             the model's positions, ``prompts="model"`` with a model that declares none; when
             encoding, a model whose output dimension differs from the dimension its folder
@@ -244,6 +252,7 @@ class Encoder(CachedEncoder):
         prompts: str = "none",
         max_seq_length: int | None = None,
         trust_remote_code: bool = False,
+        precision: str = "auto",
     ) -> None:
         if not isinstance(model, str) or not model.strip():
             raise ValueError(f"embedding.model must be {DEFAULT_MODEL!r}, a local model folder or a Hugging Face hub id, got {model!r}")
@@ -254,7 +263,11 @@ class Encoder(CachedEncoder):
             raise ValueError(f"embedding.max_seq_length must be null (the model's window) or an integer >= 1, got {max_seq_length!r}")
         if not isinstance(trust_remote_code, bool):
             raise ValueError(f"embedding.trust_remote_code must be true or false, got {trust_remote_code!r}")
+        from harness.runtime import resolve_precision
+
         self.prompt_source = prompts
+        self.precision = precision
+        self.precision_used = resolve_precision(precision, str(device))
         super().__init__(model, batch_size, show_progress, cache_dir, on_truncate, query_prompt, document_prompt)
         self.normalize = normalize
         self.device = device
@@ -376,14 +389,14 @@ class Encoder(CachedEncoder):
 
     @functools.cached_property
     def embedding_key(self) -> str:
-        """sha256 hex of (model identity, folder fingerprint, max_seq_length, normalize).
+        """sha256 hex of (model identity, folder fingerprint, max_seq_length, normalize, precision).
 
         The identity is ``all-MiniLM-L6-v2`` for the packaged weights, the hub id for a hub
         model and the folder name for a local folder. Two encoders with equal keys give the
         same vectors; anything that changes the vectors (other weights, tokenizer, pooling,
-        window, normalisation) changes the key. Prompts are not part of it: they are part of
+        window, normalisation, bf16 precision) changes the key. Prompts are not part of it: they are part of
         every text's own key. Device, batch size and ``trust_remote_code`` do not change a
-        vector and are left out.
+        vector and are left out; fp32 keys as before ``precision`` existed.
         """
         from harness.cache import embedding_key
 
@@ -393,7 +406,7 @@ class Encoder(CachedEncoder):
             name = self.model_name
         else:
             name = self.model_path.name
-        return embedding_key(name, self.fingerprint, self.max_seq_length, self.normalize)
+        return embedding_key(name, self.fingerprint, self.max_seq_length, self.normalize, precision=self.precision_used)
 
     @functools.cached_property
     def declared_dim(self) -> int | None:
@@ -487,19 +500,53 @@ class Encoder(CachedEncoder):
 
     def _prepare(self) -> None:
         self.model  # noqa: B018 - loads the weights before the first checkpoint
+        if self.precision == "bf16" and str(self.device) == "cpu" and not self._warned_slow_bf16:
+            from harness.runtime import fast_bf16_cpu
+
+            self._warned_slow_bf16 = True
+            if not fast_bf16_cpu():
+                import warnings
+
+                warnings.warn(
+                    "embedding.precision=bf16 on a CPU without AMX (no amx_bf16/amx_tile flags): bf16 is emulated and slower than fp32 "
+                    "here; the vectors are bf16's all the same. embedding.precision=auto picks fp32 on this machine",
+                    stacklevel=3,
+                )
+
+    _warned_slow_bf16 = False
 
     def _embed_batch(self, texts: list[str]) -> np.ndarray:
-        return self.model.encode(
-            texts,
-            prompt="",  # prompts are already in the texts; never a model's default_prompt_name
-            batch_size=self.batch_size,
-            normalize_embeddings=self.normalize,
-            convert_to_numpy=True,
-            show_progress_bar=False,
-        ).astype(np.float32, copy=False)
+        import contextlib
+
+        if self.precision_used == "bf16":
+            import torch
+
+            context = torch.autocast(device_type=str(self.device).split(":")[0], dtype=torch.bfloat16)
+        else:
+            context = contextlib.nullcontext()
+        with context:
+            vectors = self.model.encode(
+                texts,
+                prompt="",  # prompts are already in the texts; never a model's default_prompt_name
+                batch_size=self.batch_size,
+                normalize_embeddings=self.normalize,
+                convert_to_numpy=True,
+                show_progress_bar=False,
+            )
+        return np.asarray(vectors, dtype=np.float32)
 
     def _describe(self) -> dict:
-        return {"model": self.model_name, "path": str(self.model_path), "max_seq_length": self.max_seq_length, "normalize": self.normalize}
+        return {
+            "model": self.model_name,
+            "path": str(self.model_path),
+            "max_seq_length": self.max_seq_length,
+            "normalize": self.normalize,
+            "precision": self.precision_used,
+        }
+
+    def run_tags(self) -> dict[str, str]:
+        """Tags a run sets about this encoder: ``embedding.precision`` (``fp32`` or ``bf16``, as resolved)."""
+        return {"embedding.precision": self.precision_used}
 
     def _count_raw(self, texts: Sequence[str]) -> list[int]:
         if self._tokenizer is not None:  # the model's fast tokenizer, without loading weights

@@ -10,7 +10,7 @@ import hashlib
 import json
 import re
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from omegaconf import DictConfig, OmegaConf
 
@@ -40,7 +40,8 @@ def config_hash(cfg: DictConfig) -> str:
     decoded (:func:`chunker_config`, so ``separators=["\\n"]`` typed on the command line
     and a real newline in a YAML file hash alike), and the settings of
     :data:`HASH_NEUTRAL_DEFAULTS` and :data:`GROUP_HASH_NEUTRAL_DEFAULTS` are left out
-    while they hold their neutral value. Shipped
+    while they hold their neutral value (machine-dependent settings resolved first:
+    :data:`MACHINE_RESOLVED`). Shipped
     configs hash as they did before either rule existed. A chunker config whose escapes
     cannot be decoded is hashed as typed (building it then fails, naming the setting).
     """
@@ -77,7 +78,28 @@ HASH_NEUTRAL_DEFAULTS: dict[str, dict[str, Any]] = {
         "prompts": "none",
         "max_seq_length": None,
         "trust_remote_code": False,
+        # fp32 embeds as before the setting existed; ``auto`` is hashed as what it resolves
+        # to on this machine (MACHINE_RESOLVED), so auto = fp32 keeps every earlier hash
+        "precision": "fp32",
     },
+}
+
+
+def _resolved_encoder(node: dict[str, Any]) -> dict[str, Any]:
+    from harness.runtime import PRECISIONS, resolve_precision
+
+    precision = node.get("precision")
+    if precision in PRECISIONS:  # anything else fails when the encoder is built, naming the setting
+        return {**node, "precision": resolve_precision(precision, str(node.get("device", "cpu")))}
+    return node
+
+
+#: Settings whose effect depends on the machine, by ``_target_``: resolved before
+#: :func:`config_hash` (``embedding.precision=auto`` is hashed as ``fp32`` or ``bf16``, the
+#: precision the model runs at here), so a hash says what was computed, and a sweep
+#: resumed on a machine that resolves differently runs again instead of reusing results.
+MACHINE_RESOLVED: dict[str, Callable[[dict[str, Any]], dict[str, Any]]] = {
+    "harness.embeddings.model.Encoder": _resolved_encoder,
 }
 
 
@@ -122,6 +144,8 @@ def _with_recorded_targets(node: Any) -> Any:
 def _without_neutral_defaults(node: Any) -> Any:
     if isinstance(node, dict):
         target = node.get("_target_")
+        if isinstance(target, str) and target in MACHINE_RESOLVED:
+            node = MACHINE_RESOLVED[target](node)
         neutral = HASH_NEUTRAL_DEFAULTS.get(target, {}) if isinstance(target, str) else {}
         return {k: _without_neutral_defaults(v) for k, v in node.items() if not (k in neutral and v == neutral[k] and type(v) is type(neutral[k]))}
     if isinstance(node, list):

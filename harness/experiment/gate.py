@@ -280,6 +280,7 @@ def baseline_payload(gate: Gate, cli_overrides: Sequence[str], cfg, dataset, run
         "overrides": result_overrides([*gate.overrides, *cli_overrides]),
         "config_hash": build.config_hash(cfg),
         "config": {key: build.to_container(cfg[key]) for key in ("chunker", "embedding", "retriever")},
+        "embedding_precision": embedding_precision(cfg),
         "metrics_config": _metrics_config(cfg),
         "dataset": dataset.name,
         "dataset_fingerprint": dataset.fingerprint(),
@@ -290,6 +291,39 @@ def baseline_payload(gate: Gate, cli_overrides: Sequence[str], cfg, dataset, run
         "means": {m: float(table[m].mean()) for m in metrics},
         "queries": [{"query_id": str(r["query_id"]), "query": str(r["query"]), **{m: float(r[m]) for m in metrics}} for r in table.to_dict(orient="records")],
     }
+
+
+def embedding_precision(cfg) -> str | None:
+    """The precision the candidate's embedding model runs at here (``fp32`` or ``bf16``,
+    ``embedding.precision`` resolved by :func:`harness.runtime.resolve_precision`); None for
+    a backend without the setting (``static``, ``openai``)."""
+    from harness.runtime import PRECISIONS, resolve_precision
+
+    precision = cfg.embedding.get("precision") if "embedding" in cfg and cfg.embedding is not None else None
+    if precision not in PRECISIONS:
+        return None
+    return resolve_precision(precision, str(cfg.embedding.get("device", "cpu")))
+
+
+def baseline_precision(baseline: "Baseline") -> str | None:
+    """The embedding precision the baseline was recorded at: its ``embedding_precision``;
+    ``fp32`` for a sentence-transformers baseline written before the setting existed."""
+    if "embedding_precision" in baseline.data:
+        return baseline.data["embedding_precision"]
+    target = ((baseline.data.get("config") or {}).get("embedding") or {}).get("_target_")
+    return "fp32" if target == "harness.embeddings.model.Encoder" else None
+
+
+def precision_line(baseline: "Baseline", candidate: str | None) -> str:
+    """One report line stating both precisions, with a warning when they differ."""
+    recorded = baseline_precision(baseline)
+    line = f"embedding precision: baseline {recorded or 'n/a'}, candidate {candidate or 'n/a'}"
+    if recorded != candidate:
+        line += (
+            " (differs: bf16 moves vectors by cosine ~1e-4, so per-query values may differ from precision alone; "
+            "pin embedding.precision in the gate's overrides)"
+        )
+    return line
 
 
 def result_overrides(overrides: Sequence[str]) -> list[str]:
@@ -593,8 +627,9 @@ def evaluate_gate(gate: Gate, baseline: Baseline, candidate: pd.DataFrame) -> tu
     return pd.DataFrame(rows), flips
 
 
-def format_report(gate: Gate, baseline: Baseline, results: pd.DataFrame, flips: pd.DataFrame, run_id: str) -> str:
-    """Markdown report: header, the results table, the verdict and the hit-to-miss queries."""
+def format_report(gate: Gate, baseline: Baseline, results: pd.DataFrame, flips: pd.DataFrame, run_id: str, precision: str | None = None) -> str:
+    """Markdown report: header, the embedding precisions, the results table, the verdict and
+    the hit-to-miss queries. ``precision``: the candidate's resolved embedding precision."""
     level = round(100 * (1 - 2 * gate.alpha), 6)
     passed = bool((results["verdict"] == "pass").all())
     lines = [
@@ -604,6 +639,7 @@ def format_report(gate: Gate, baseline: Baseline, results: pd.DataFrame, flips: 
         f"{baseline.data.get('created')}); candidate run {run_id}; {len(baseline.per_query)} paired queries",
         f"diff = candidate - baseline; {level:g}% percentile-bootstrap CI; p = one-sided sign-flip p of "
         f"H0 diff <= -margin; pass when p <= alpha = {gate.alpha:g}; resamples {gate.resamples}, seed {gate.seed}",
+        precision_line(baseline, precision),
         "",
         f"| metric | baseline | candidate | diff | {level:g}% CI | p | margin | W/T/L | verdict |",
         "|---|---:|---:|---:|---|---:|---:|---|---|",
@@ -699,7 +735,7 @@ def check(gate: Gate, cli_overrides: Sequence[str] = ()) -> GateOutcome:
     check_same_data(baseline, dataset, cfg)
     run_id, per_query, uri, _ = run_candidate(cfg)
     results, flips = evaluate_gate(gate, baseline, per_query)
-    report = format_report(gate, baseline, results, flips, run_id)
+    report = format_report(gate, baseline, results, flips, run_id, embedding_precision(cfg))
     passed = bool((results["verdict"] == "pass").all())
     failed = results.loc[results["verdict"] == "fail", "metric"].tolist()
     tags = {

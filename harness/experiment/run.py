@@ -154,6 +154,8 @@ def execute(cfg: DictConfig) -> dict:
             "retriever": parts.retriever.name,
             "embedding": f"{getattr(parts.encoder, 'backend', '')}/{getattr(parts.encoder, 'model_name', '')}",
         }
+        if parts.embeds and hasattr(parts.encoder, "run_tags"):  # e.g. embedding.precision as resolved here
+            known_tags.update(parts.encoder.run_tags())
         if parts.embeds:  # model available offline, endpoint reachable, key set: checked before any chunking
             parts.encoder.preflight()
         # the first block the model embeds waits for the worker (a skip stops the job there)

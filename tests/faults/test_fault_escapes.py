@@ -200,7 +200,14 @@ def _old_hash(cfg) -> str:
     if data.get("embedding", {}).get("on_truncate") == "warn":
         del data["embedding"]["on_truncate"]
     # added with the embedding backends, at their neutral values
-    for key, neutral in (("query_prompt", ""), ("document_prompt", ""), ("prompts", "none"), ("max_seq_length", None), ("trust_remote_code", False)):
+    for key, neutral in (
+        ("query_prompt", ""),
+        ("document_prompt", ""),
+        ("prompts", "none"),
+        ("max_seq_length", None),
+        ("trust_remote_code", False),
+        ("precision", "auto"),
+    ):
         if key in data.get("embedding", {}) and data["embedding"][key] == neutral and type(data["embedding"][key]) is type(neutral):
             del data["embedding"][key]
     if data.get("chunker", {}).get("number_of_chunks", 0) is None:
