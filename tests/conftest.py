@@ -182,6 +182,18 @@ def tracking_uri(tmp_path):
 
 _SESSION_CACHE = str(SESSION_ROOT / "cache")
 
+#: Embedding settings added after runs were first recorded, with the value that embeds as
+#: before they existed (``auto`` is fp32 in this suite): the pre-change hash recipes leave
+#: them out of the config they hash.
+ADDED_EMBEDDING_SETTINGS = (
+    ("query_prompt", ""),
+    ("document_prompt", ""),
+    ("prompts", "none"),
+    ("max_seq_length", None),
+    ("trust_remote_code", False),
+    ("precision", "auto"),
+)
+
 
 def compose(overrides: list[str]):
     """Compose the project's Hydra config with overrides (no run directory, no chdir).

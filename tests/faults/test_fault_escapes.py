@@ -26,7 +26,7 @@ from pathlib import Path
 
 import mlflow
 import pytest
-from conftest import PROJECT_ROOT, compose
+from conftest import ADDED_EMBEDDING_SETTINGS, PROJECT_ROOT, compose
 
 from harness.experiment import build
 from harness.types import Document
@@ -200,14 +200,7 @@ def _old_hash(cfg) -> str:
     if data.get("embedding", {}).get("on_truncate") == "warn":
         del data["embedding"]["on_truncate"]
     # added with the embedding backends, at their neutral values
-    for key, neutral in (
-        ("query_prompt", ""),
-        ("document_prompt", ""),
-        ("prompts", "none"),
-        ("max_seq_length", None),
-        ("trust_remote_code", False),
-        ("precision", "auto"),
-    ):
+    for key, neutral in ADDED_EMBEDDING_SETTINGS:
         if key in data.get("embedding", {}) and data["embedding"][key] == neutral and type(data["embedding"][key]) is type(neutral):
             del data["embedding"][key]
     if data.get("chunker", {}).get("number_of_chunks", 0) is None:

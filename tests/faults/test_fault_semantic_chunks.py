@@ -18,7 +18,7 @@ import warnings
 
 import numpy as np
 import pytest
-from conftest import compose
+from conftest import ADDED_EMBEDDING_SETTINGS, compose
 
 from harness.chunkers.semantic import SemanticChunker, breakpoint_indices
 from harness.experiment import build
@@ -85,14 +85,7 @@ def test_default_semantic_config_hash_is_unchanged_and_the_option_joins_it():
     data = {k: v for k, v in build.to_container(cfg).items() if k not in ("tracking", "hydra", "paths", "resume", "cache")}
     del data["chunker"]["number_of_chunks"]  # the config as it was before the option existed
     assert data["embedding"].pop("on_truncate") == "warn"  # likewise (added with the truncation warning)
-    for key, neutral in (
-        ("query_prompt", ""),
-        ("document_prompt", ""),
-        ("prompts", "none"),
-        ("max_seq_length", None),
-        ("trust_remote_code", False),
-        ("precision", "auto"),
-    ):
+    for key, neutral in ADDED_EMBEDDING_SETTINGS:
         assert data["embedding"].pop(key) == neutral  # added with the embedding backends
     assert data["chunker"].pop("target_chunk_size") is None and data["chunker"].pop("compatible") is None  # added with the Chroma options
     assert data["metrics"].pop("convention") == "harness"  # added with metrics.convention=chroma
