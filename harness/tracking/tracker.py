@@ -541,6 +541,14 @@ class Tracker:
         """Store ``text`` as an artifact file."""
         self.client.log_text(self.run_id, text, artifact_file)
 
+    def log_bytes(self, data: bytes, artifact_file: str) -> None:
+        """Store ``data`` as the artifact file ``artifact_file`` (e.g. ``chunks.jsonl.gz``)."""
+        with tempfile.TemporaryDirectory() as tmp:
+            path = Path(tmp) / Path(artifact_file).name
+            path.write_bytes(data)
+            parent = str(Path(artifact_file).parent)
+            self.client.log_artifact(self.run_id, str(path), None if parent == "." else parent)
+
     def log_file(self, path: str | Path, artifact_path: str | None = None) -> None:
         """Store a local file as an artifact."""
         self.client.log_artifact(self.run_id, str(path), artifact_path)
