@@ -53,7 +53,16 @@ def log_report(tracker, run_name: str, experiment: str, ev, dataset, parts, tags
         confidence: their coverage.
     """
     from harness.reporting.html import run_report
-    from harness.reporting.model import CHUNKS_ARTIFACT, RANKING_ARTIFACT, ChunkView, build_run_view, chunks_artifact, cis_from_metrics, ranking_artifact, split_retrieved
+    from harness.reporting.model import (
+        CHUNKS_ARTIFACT,
+        RANKING_ARTIFACT,
+        ChunkView,
+        build_run_view,
+        chunks_artifact,
+        cis_from_metrics,
+        ranking_artifact,
+        split_retrieved,
+    )
 
     tokens = ev.chunk_tokens
     retrieved = {str(q): split_retrieved(r) for q, r in zip(ev.per_query["query_id"], ev.per_query["retrieved"])} if "retrieved" in ev.per_query else {}
@@ -61,7 +70,10 @@ def log_report(tracker, run_name: str, experiment: str, ev, dataset, parts, tags
     tracker.log_bytes(ranking_artifact(retrieved, ev.run), RANKING_ARTIFACT)
     chunker = parts.chunker
     params = {f"chunker.{a}": getattr(chunker, a) for a in ("chunk_size", "chunk_overlap", "unit") if getattr(chunker, a, None) is not None}
-    chunks = [ChunkView(c.chunk_id, c.doc_id, tuple(tuple(s) for s in c.spans), None if tokens is None else int(tokens[i]), c.parent_id) for i, c in enumerate(ev.chunks)]
+    chunks = [
+        ChunkView(c.chunk_id, c.doc_id, tuple(tuple(s) for s in c.spans), None if tokens is None else int(tokens[i]), c.parent_id)
+        for i, c in enumerate(ev.chunks)
+    ]
     ranking = {q: (ids, [ev.run.get(q, {}).get(u) for u in ids]) for q, ids in retrieved.items()}
     window = parts.encoder.max_seq_length if (parts.retriever.needs_encoder or parts.chunker.needs_encoder) else None
     view = build_run_view(

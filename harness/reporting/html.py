@@ -94,7 +94,8 @@ def _doc_rows(view: RunView, views: Sequence[RunView]) -> list[dict]:
         for d, _, _ in q.evidence:
             n_ev[d] = n_ev.get(d, 0) + 1
     return [
-        {"i": i, "id": d, "chars": len(t), "chunks": [c.get(d, 0) for c in counts], "evidence": n_ev.get(d, 0)} for i, (d, t) in enumerate(view.documents.items())
+        {"i": i, "id": d, "chars": len(t), "chunks": [c.get(d, 0) for c in counts], "evidence": n_ev.get(d, 0)}
+        for i, (d, t) in enumerate(view.documents.items())
     ]
 
 
@@ -139,22 +140,26 @@ def run_report(view: RunView, links: Mapping[str, str] | None = None) -> str:
         ),
         (f"why queries missed at k={k}", charts.miss_bars({r: int(counts.get(r, 0)) for r in REASONS}, k)),
     ]
-    return _environment().get_template("run.html").render(
-        css=CSS,
-        js=JS,
-        view=view,
-        k=k,
-        headline=view.headline(),
-        figures=figures,
-        docs=_doc_rows(view, [view]),
-        payloads=[json_block(p) for p in payloads],
-        query_rows=rows,
-        query_json=json_block(qdata),
-        n_missed=sum(1 for r in rows if r["missed"]),
-        over_window=view.over_window(),
-        reasons=REASONS,
-        counts=counts,
-        links=dict(links or {}),
+    return (
+        _environment()
+        .get_template("run.html")
+        .render(
+            css=CSS,
+            js=JS,
+            view=view,
+            k=k,
+            headline=view.headline(),
+            figures=figures,
+            docs=_doc_rows(view, [view]),
+            payloads=[json_block(p) for p in payloads],
+            query_rows=rows,
+            query_json=json_block(qdata),
+            n_missed=sum(1 for r in rows if r["missed"]),
+            over_window=view.over_window(),
+            reasons=REASONS,
+            counts=counts,
+            links=dict(links or {}),
+        )
     )
 
 
@@ -200,20 +205,24 @@ def side_by_side_report(a: RunView, b: RunView, metric: str | None = None) -> st
     names = [n for n, _, _ in a.headline() if n in b.metrics]
     metrics = [(n, a.metrics[n], b.metrics[n]) for n in names]
     first_doc = max(range(len(ids)), key=lambda i: sum(1 for q in wins["a"] + wins["b"] for dd in qdata[q["id"]]["docs"] if dd == i)) if ids else 0
-    return _environment().get_template("pair.html").render(
-        css=CSS,
-        js=JS,
-        a=a,
-        b=b,
-        k=k,
-        metric=metric,
-        metrics=metrics,
-        docs=_doc_rows(a, [a, b]),
-        first_doc=first_doc,
-        payloads=[json_block(p) for p in payloads],
-        query_json=json_block(qdata),
-        wins=wins,
-        n_tied=n_tied,
+    return (
+        _environment()
+        .get_template("pair.html")
+        .render(
+            css=CSS,
+            js=JS,
+            a=a,
+            b=b,
+            k=k,
+            metric=metric,
+            metrics=metrics,
+            docs=_doc_rows(a, [a, b]),
+            first_doc=first_doc,
+            payloads=[json_block(p) for p in payloads],
+            query_json=json_block(qdata),
+            wins=wins,
+            n_tied=n_tied,
+        )
     )
 
 
@@ -265,7 +274,11 @@ def sweep_report(view: SweepView) -> str:
     for j in done:
         size = _number(j.get("chunk_size"))
         if not math.isnan(size):
-            label = " ".join(str(x) for x in (j.get("chunker"), f"overlap {j.get('chunk_overlap')}" if j.get("chunk_overlap") not in (None, "", "0") else None, j.get("retriever")) if x)
+            label = " ".join(
+                str(x)
+                for x in (j.get("chunker"), f"overlap {j.get('chunk_overlap')}" if j.get("chunk_overlap") not in (None, "", "0") else None, j.get("retriever"))
+                if x
+            )
             groups.setdefault(label, []).append((size, j["metrics"][objective]))
     figures = []
     if groups:
@@ -277,17 +290,24 @@ def sweep_report(view: SweepView) -> str:
     front = [labelled[i]["run_id"] for i in charts.pareto_front(pts)]
     if pts:
         figures.append(
-            (f"{recall} against the context it costs ({cost}); the Pareto front in red", charts.pareto_scatter(pts, [j["name"] for j in labelled], cost, recall))
+            (
+                f"{recall} against the context it costs ({cost}); the Pareto front in red",
+                charts.pareto_scatter(pts, [j["name"] for j in labelled], cost, recall),
+            )
         )
     by_id = {j["run_id"]: j for j in view.jobs}
-    return _environment().get_template("sweep.html").render(
-        css=CSS,
-        js=JS,
-        view=view,
-        columns=columns,
-        figures=figures,
-        front=set(front),
-        best=by_id.get(view.best),
-        baseline=by_id.get(view.baseline),
-        counts={s: sum(1 for j in view.jobs if j["status"] == s) for s in ("FINISHED", "SKIPPED", "FAILED", "KILLED", "BUSY")},
+    return (
+        _environment()
+        .get_template("sweep.html")
+        .render(
+            css=CSS,
+            js=JS,
+            view=view,
+            columns=columns,
+            figures=figures,
+            front=set(front),
+            best=by_id.get(view.best),
+            baseline=by_id.get(view.baseline),
+            counts={s: sum(1 for j in view.jobs if j["status"] == s) for s in ("FINISHED", "SKIPPED", "FAILED", "KILLED", "BUSY")},
+        )
     )

@@ -102,7 +102,7 @@ SWEEP = """{% extends "base.html" %}
 {% block title %}{{ view.name }} · sweep report{% endblock %}
 {% block body %}
 <header><h1>{{ view.name }}</h1>
-<div class="sub">sweep parent run <code>{{ view.run_id }}</code> · experiment {{ view.experiment }} · objective {{ view.objective }} · {{ view.jobs|length }} jobs{% for s, n in counts.items() if n %} · {{ n }} {{ s|lower }}{% endfor %}</div></header>
+<div class="sub">sweep parent run <code>{{ view.run_id }}</code>{% if view.experiment %} · experiment {{ view.experiment }}{% endif %} · objective {{ view.objective }} · {{ view.jobs|length }} jobs{% for s, n in counts.items() if n %} · {{ n }} {{ s|lower }}{% endfor %}</div></header>
 <nav><a href="#best">Best</a><a href="#jobs">Jobs</a><a href="#charts">Charts</a><a href="#comparison">Best vs baseline</a></nav>
 <main>
 <section id="best"><h2>Best job</h2>

@@ -48,7 +48,19 @@ from typing import Any, Iterator, Mapping
 
 #: Tracker methods a job may call through the worker.
 CALLS = frozenset(
-    {"set_tags", "log_params", "log_metrics", "log_metric_groups", "log_text", "log_bytes", "log_file", "log_dataframe_csv", "log_table", "log_dataset", "log_run_figures"}
+    {
+        "set_tags",
+        "log_params",
+        "log_metrics",
+        "log_metric_groups",
+        "log_text",
+        "log_bytes",
+        "log_file",
+        "log_dataframe_csv",
+        "log_table",
+        "log_dataset",
+        "log_run_figures",
+    }
 )
 #: Seconds the job's process waits at exit for the worker to finish its last writes.
 EXIT_WAIT_S = 60.0
