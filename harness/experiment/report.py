@@ -43,7 +43,7 @@ def log_report(tracker, run_name: str, experiment: str, ev, dataset, parts, tags
     """Log ``chunks.jsonl.gz``, ``ranking.jsonl.gz`` and ``report.html`` of a run just evaluated.
 
     Args:
-        tracker: the run's tracker (``log_bytes``, ``log_text``).
+        tracker: the run's tracker (``log_bytes``, ``log_run_report``).
         run_name, experiment: of the run.
         ev: the :class:`harness.experiment.pipeline.Evaluation`.
         dataset: the run's :class:`harness.types.Dataset`.
@@ -52,7 +52,6 @@ def log_report(tracker, run_name: str, experiment: str, ev, dataset, parts, tags
         cis: the logged CIs, ``{"recall@5_ci_low": ..., "recall@5_ci_high": ...}`` (empty: none).
         confidence: their coverage.
     """
-    from harness.reporting.html import run_report
     from harness.reporting.model import (
         CHUNKS_ARTIFACT,
         RANKING_ARTIFACT,
@@ -91,7 +90,7 @@ def log_report(tracker, run_name: str, experiment: str, ev, dataset, parts, tags
         queries=dataset.queries,
         max_seq_length=window,
     )
-    tracker.log_text(run_report(view), "report.html")
+    tracker.log_run_report(view, "report.html")  # rendered by the tracker (in a job: its tracking worker)
 
 
 def run_view(uri: str, run_id: str, workdir: str | Path):

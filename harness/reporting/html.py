@@ -24,6 +24,18 @@ from harness.reporting.model import REASONS, RunView
 SWEEP_COLUMNS = ("recall@5", "precision@5", "iou@5", "context_precision@5", "ndcg@10", "context_tokens@5", "recall@1024tok")
 
 
+def preload() -> None:
+    """Import jinja2 and matplotlib's SVG canvas now (a second or more on a busy machine, once
+    per process), e.g. in the tracking worker while the job computes; the modules stay for the
+    process (:func:`harness.runtime.long_lived`)."""
+    from harness.runtime import long_lived
+
+    with long_lived("jinja2"):
+        import jinja2  # noqa: F401
+        import matplotlib.backends.backend_svg  # noqa: F401
+        import matplotlib.figure  # noqa: F401
+
+
 def _environment():
     import jinja2
 

@@ -569,6 +569,19 @@ class Tracker:
             self.log_file(Path(tmp) / "recall_at_k.png")
         self.log_text(json.dumps(sizes, indent=2, sort_keys=True, default=float), "chunk_sizes.json")
 
+    def log_run_report(self, view, artifact_file: str = "report.html") -> None:
+        """Render a run's HTML report (:func:`harness.reporting.html.run_report` of ``view``, a
+        :class:`harness.reporting.model.RunView`) and store it as ``artifact_file``; the
+        seconds it took are logged as ``time.report_render_s``. A method of the tracker so
+        that the tracking worker renders it (matplotlib and jinja2 are imported there while
+        the job computes)."""
+        from harness.reporting.html import run_report
+
+        t0 = time.perf_counter()
+        html = run_report(view)
+        self.log_text(html, artifact_file)
+        self.log_metrics({"time.report_render_s": time.perf_counter() - t0})
+
     def log_dataframe_csv(self, df, artifact_file: str) -> None:
         """Store a pandas DataFrame as a CSV artifact."""
         with tempfile.TemporaryDirectory() as tmp:

@@ -60,6 +60,7 @@ CALLS = frozenset(
         "log_table",
         "log_dataset",
         "log_run_figures",
+        "log_run_report",
     }
 )
 #: Seconds the job's process waits at exit for the worker to finish its last writes.
@@ -517,6 +518,9 @@ def serve(fd: int) -> int:
                 from harness.evaluation.plots import preload
 
                 preload()
+                from harness.reporting.html import preload as preload_report
+
+                preload_report()
     if state["open"] is not None:  # the job's process ended (or was killed) with its run open
         with contextlib.suppress(Exception):
             state["open"].record_failure("KILLED", "the job's process ended without closing its run", "")
