@@ -66,7 +66,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     out = Path(args.out or name)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(html, encoding="utf-8")
-    print(f"wrote {out} ({len(html.encode('utf-8')) / 1e6:.1f} MB); open it in a browser")
+    size = len(html.encode("utf-8"))
+    print(f"wrote {out} ({size / 1e6:.1f} MB)" if size >= 1e6 else f"wrote {out} ({size / 1e3:.0f} kB)")
     return 0
 
 
