@@ -42,7 +42,11 @@ def synthetic_view(megabytes: float):
             documents.append((d.doc_id if copy == 0 else f"copy{copy}/{d.doc_id}", d.text))
             total += len(d.text.encode("utf-8"))
         copy += 1
-    chunks = [ChunkView(f"{doc}#{s}-{min(s + 800, len(text))}", doc, ((s, min(s + 800, len(text))),), 200, None) for doc, text in documents for s in range(0, len(text), 800)]
+    chunks = [
+        ChunkView(f"{doc}#{s}-{min(s + 800, len(text))}", doc, ((s, min(s + 800, len(text))),), 200, None)
+        for doc, text in documents
+        for s in range(0, len(text), 800)
+    ]
     ids = [c.chunk_id for c in chunks]
     rows, ranking = [], {}
     for n, q in enumerate(kb.queries):

@@ -278,3 +278,14 @@ def test_reports_in_chromium(store, chromium, kestrel, tmp_path):
     for name in ("report_run.png", "report_documents.png", "report_sweep.png", "report_side_by_side.png"):
         assert (shots / name).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert not math.isnan(logged["recall_at_5"])
+
+
+def test_tracking_report_is_hash_neutral_and_must_be_a_boolean():
+    from harness.experiment.build import config_hash
+    from harness.experiment.settings import RunSettings
+
+    on, off = compose([]), compose(["tracking.report=false"])
+    assert on.tracking.report is True and config_hash(on) == config_hash(off)
+    assert RunSettings.from_config(off).report is False
+    with pytest.raises(ValueError, match=r"tracking.report must be true or false, got 'yes'"):
+        RunSettings.from_config(compose(["tracking.report=yes"]))
