@@ -178,9 +178,7 @@ JS = r"""
         var b = el("button", "link", info.docs[e[0]] + " [" + e[1] + ", " + e[2] + ")");
         b.setAttribute("data-open", e[0]); b.setAttribute("data-focus", e[1] + "-" + e[2]);
         evs.appendChild(b); evs.appendChild(document.createTextNode("  "));
-        var q = el("div", "snip muted", "\u201c" + docData(e[0]).text.slice(e[1], e[2]).slice(0, 400) + "\u201d");
-        q.className = "hit snip";
-        evs.appendChild(q);
+        evs.appendChild(el("div", "hit snip", "\u201c" + docData(e[0]).text.slice(e[1], e[2]).slice(0, 400) + "\u201d"));
       });
       if (r === 0) box.appendChild(evs);
       var list = el("div");

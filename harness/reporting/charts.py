@@ -119,8 +119,10 @@ def pareto_scatter(points: Sequence[tuple[float, float]], labels: Sequence[str],
     front = pareto_front(points)
     if front:
         ax.step([points[i][0] for i in front], [points[i][1] for i in front], where="post", color=COLOURS[3], label="Pareto front")
-        for i in front:
-            ax.annotate(labels[i], points[i], fontsize=7, xytext=(3, -9), textcoords="offset points")
+        middle = (min(p[0] for p in points) + max(p[0] for p in points)) / 2
+        for i in front:  # labels point inwards so that none is cut at the edge
+            right = points[i][0] > middle
+            ax.annotate(labels[i], points[i], fontsize=7, xytext=(-4 if right else 4, -10), textcoords="offset points", ha="right" if right else "left")
     ax.set_xlabel(xlabel)
     ax.set_ylabel(ylabel)
     ax.grid(alpha=0.3)
