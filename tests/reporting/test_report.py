@@ -52,7 +52,15 @@ def store(tmp_path_factory):
     results = {}
     for size in SIZES:
         cfg = compose(
-            ["retriever=bm25", "chunker=fixed", f"chunker.chunk_size={size}", "stats.bootstrap=200", "embedding.show_progress=false", f"tracking.uri={uri}"]
+            [
+                "retriever=bm25",
+                "chunker=fixed",
+                f"chunker.chunk_size={size}",
+                "stats.bootstrap=200",
+                "embedding.show_progress=false",
+                f"tracking.uri={uri}",
+                "tracking.report=true",
+            ]
         )
         results[size] = execute(cfg)
     tracker = Tracker(uri, "kestrel_kb")
@@ -284,7 +292,7 @@ def test_tracking_report_is_hash_neutral_and_must_be_a_boolean():
     from harness.experiment.build import config_hash
     from harness.experiment.settings import RunSettings
 
-    on, off = compose([]), compose(["tracking.report=false"])
+    on, off = compose(["tracking.report=true"]), compose(["tracking.report=false"])
     assert on.tracking.report is True and config_hash(on) == config_hash(off)
     assert RunSettings.from_config(off).report is False
     with pytest.raises(ValueError, match=r"tracking.report must be true or false, got 'yes'"):
