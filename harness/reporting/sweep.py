@@ -45,6 +45,9 @@ def build_sweep_view(
             job other than the best.
         n_resamples, seed, alpha: of the paired comparison.
 
+    The comparison is left out (the page says so) when the two runs have no comparable
+    per-query tables.
+
     Raises:
         ValueError: ``baseline`` is not a finished job of the sweep.
     """
@@ -82,13 +85,16 @@ def build_sweep_view(
         baseline = others[0]["run_id"] if others else None
     comparison: list[dict] = []
     if load_per_query is not None and best and baseline and best != baseline:
-        from harness.evaluation.compare import check_comparable, compare_runs
+        from harness.evaluation.compare import CompareError, check_comparable, compare_runs
 
-        runs = [load_per_query(baseline), load_per_query(best)]
-        check_comparable(runs)
-        shared = set(runs[0].per_query.columns) & set(runs[1].per_query.columns)
-        metrics = [m for m in dict.fromkeys([objective, *COMPARED]) if m in shared]
-        tables = compare_runs(runs, metrics, n_resamples=n_resamples, seed=seed, alpha=alpha)
+        try:
+            runs = [load_per_query(baseline), load_per_query(best)]
+            check_comparable(runs)
+            shared = set(runs[0].per_query.columns) & set(runs[1].per_query.columns)
+            metrics = [m for m in dict.fromkeys([objective, *COMPARED]) if m in shared]
+            tables = compare_runs(runs, metrics, n_resamples=n_resamples, seed=seed, alpha=alpha)
+        except (CompareError, ValueError):  # no per-query tables (or not comparable): the page says the comparison is not available
+            tables = {}
         for metric, table in tables.items():
             row = table.iloc[0].to_dict()
             comparison.append({"metric": metric, **row})

@@ -125,7 +125,7 @@ SWEEP = """{% extends "base.html" %}
 <table id="comparison-table"><thead><tr><th>metric</th><th class="num">best</th><th class="num">diff</th><th class="num">CI</th><th class="num">p</th><th class="num">p (Holm)</th><th class="num">W/T/L</th><th></th></tr></thead><tbody>
 {% for r in view.comparison %}<tr data-metric="{{ r.metric }}"><td>{{ r.metric }}</td><td class="num">{{ r.mean|fmt }}</td><td class="num" data-value="{{ r.diff|full }}">{{ r.diff|fmt }}</td><td class="num">[{{ r.ci_low|fmt }}, {{ r.ci_high|fmt }}]</td><td class="num">{{ r.p|fmt(3) }}</td><td class="num">{{ r.p_holm|fmt(3) }}</td><td class="num">{{ r.W }}/{{ r.T }}/{{ r.L }}</td><td>{{ r.sig }}</td></tr>
 {% endfor %}</tbody></table>
-{% else %}<p>Not available: the sweep needs two finished jobs with per-query tables.</p>{% endif %}
+{% else %}<p>Not available: the sweep needs two finished jobs with comparable per-query tables (same dataset and queries).</p>{% endif %}
 </section>
 </main>
 {% endblock %}
