@@ -199,7 +199,9 @@ def compose(overrides: list[str]):
     """Compose the project's Hydra config with overrides (no run directory, no chdir).
 
     Unless an override sets ``cache.*``, the on-disk cache goes to one temporary folder per
-    test session, so tests never read or write the project's ``.cache``.
+    test session, so tests never read or write the project's ``.cache``. Unless an override
+    sets ``tracking.report``, runs log no HTML report (``tracking.report=false``: the report
+    costs each of the suite's runs a rendering; tests/reporting sets it to true).
     """
     from hydra import compose as hydra_compose
     from hydra import initialize_config_dir
@@ -209,6 +211,8 @@ def compose(overrides: list[str]):
     register_resolvers()
     if not any(o.startswith(("cache.", "cache=", "+cache")) for o in overrides):
         overrides = [*overrides, f"cache.dir={_SESSION_CACHE}"]
+    if not any(o.startswith(("tracking.report=", "+tracking.report=", "++tracking.report=")) for o in overrides):
+        overrides = [*overrides, "tracking.report=false"]
     with initialize_config_dir(config_dir=str(PROJECT_ROOT / "conf"), version_base="1.3"):
         return hydra_compose(config_name="config", overrides=overrides)
 

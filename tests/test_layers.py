@@ -13,7 +13,7 @@ from conftest import PROJECT_ROOT
 
 PACKAGE = PROJECT_ROOT / "harness"
 #: The command modules (``harness/cli/<command>.py``).
-COMMANDS = ("run", "compare", "check", "tune", "bench", "generate", "server", "cache", "datasets")
+COMMANDS = ("run", "compare", "report", "check", "tune", "bench", "generate", "server", "cache", "datasets")
 
 
 def _module_name(path: Path, root: Path) -> str:

@@ -6,6 +6,7 @@ Each module here is one command of the console script ``harness <command> ...`` 
 ========  ==========================================================================
 run       one experiment, or a Hydra sweep with ``-m`` (:mod:`harness.experiment.run`)
 compare   list logged runs, or compare runs query by query (:mod:`harness.evaluation.compare`)
+report    HTML report of a run, a sweep, or two runs side by side (:mod:`harness.experiment.report`)
 check     the release gate (:mod:`harness.experiment.gate`)
 tune      an Optuna search over chunk settings (:mod:`harness.experiment.tune`)
 bench     speed benchmarks (:mod:`harness.experiment.bench`)
@@ -30,6 +31,7 @@ from typing import Sequence
 COMMANDS: dict[str, str] = {
     "run": "run one experiment, or a sweep with -m (Hydra overrides: chunker=semantic chunker.threshold=0.8)",
     "compare": "list the experiment's runs, or compare runs query by query with paired tests",
+    "report": "HTML report of a run (RUN_ID), two runs side by side (RUN_A RUN_B) or a sweep (--sweep PARENT_ID)",
     "check": "release gate: re-run the candidate settings and test them against the baseline",
     "tune": "Optuna search over chunk settings; every trial is an MLflow run",
     "bench": "speed benchmarks (ratios measured side by side)",

@@ -125,7 +125,8 @@ def execute(cfg: DictConfig) -> dict:
     and the MLflow table ``per_query.json``, ``chunk_stats.json``, ``miss_reasons.json``,
     ``results.txt``, ``chunk_sizes.png`` + ``chunk_sizes.json`` (histogram of characters
     and model tokens per chunk), ``recall_at_k.png`` (recall, precision, IoU against k)
-    and ``chunks_sample.jsonl`` (:data:`SAMPLE_CHUNKS` chunks drawn with ``stats.seed``).
+    and ``chunks_sample.jsonl`` (:data:`SAMPLE_CHUNKS` chunks drawn with ``stats.seed``);
+    with ``tracking.report`` also ``report.html``, ``chunks.jsonl.gz`` and ``ranking.jsonl.gz``.
     ``time.tracking_wait_s`` is how long the job waited for the worker's answer.
 
     Raises:
@@ -342,8 +343,11 @@ def _stopped(exc: BaseException, opening, known_tags: dict[str, object], setting
 def log_run(tracker, run: RunSettings, settings: Settings, parts: Components, dataset, ev, known_tags, timings, t_start: float) -> str:
     """Log tags, the dataset input, every metric group, the artifacts and ``time.*_s``; returns the run id.
 
-    ``timings`` (seconds per phase) gets ``log`` (this function, the worker's writes
-    included) and ``total`` (since ``t_start``, a ``time.perf_counter()`` value).
+    With ``tracking.report`` (default true) also ``report.html``, ``chunks.jsonl.gz`` and
+    ``ranking.jsonl.gz`` (:func:`harness.experiment.report.log_report`). ``timings``
+    (seconds per phase) gets ``report`` (building the report in this process; its upload
+    is in ``log``), ``log`` (this function, the worker's writes included) and ``total``
+    (since ``t_start``, a ``time.perf_counter()`` value).
     """
     t0 = time.perf_counter()
     tracker.set_tags({**known_tags, "degenerate_chunking": str(ev.degenerate).lower()})
@@ -351,8 +355,15 @@ def log_run(tracker, run: RunSettings, settings: Settings, parts: Components, da
     if report is not None:  # what the loader dropped: skipped files, queries without evidence, unlocated excerpts
         tracker.log_text(report.summary(50), "load_report.txt")
     tracker.log_dataset(_queries_frame(dataset), name=dataset.name, digest=dataset.fingerprint(), source=dataset.source)
-    tracker.log_metric_groups(metric_groups(ev, parts, report, settings))
+    cis = confidence_intervals(ev, settings.stats) if settings.stats.bootstrap > 0 else {}
+    tracker.log_metric_groups(metric_groups(ev, parts, report, settings, cis))
     log_artifacts(tracker, ev, parts.encoder, settings, run.run_name)
+    if run.report:  # report.html with chunks.jsonl.gz and ranking.jsonl.gz (harness.experiment.report)
+        from harness.experiment.report import log_report
+
+        t_report = time.perf_counter()
+        log_report(tracker, run.run_name, run.experiment, ev, dataset, parts, {**known_tags, **dataset_tags(dataset)}, cis, settings.stats.confidence)
+        timings["report"] = time.perf_counter() - t_report
     tracker.flush()  # the worker has written everything above: the log phase includes its writes
     timings["log"] = time.perf_counter() - t0
     timings["total"] = time.perf_counter() - t_start
@@ -360,13 +371,13 @@ def log_run(tracker, run: RunSettings, settings: Settings, parts: Components, da
     return tracker.run_id
 
 
-def metric_groups(ev, parts: Components, report, settings: Settings) -> list[tuple[dict, int]]:
+def metric_groups(ev, parts: Components, report, settings: Settings, cis: dict[str, float] | None = None) -> list[tuple[dict, int]]:
     """Every metric of the run as ``(metrics, step)`` groups for one MLflow batch.
 
     Step 0: the mean metrics, ``cache.*`` (embedded texts, embedding-cache hits, chunk-set
     hit), ``chunks.*``, ``dataset.*`` dropped-record counts (with a load report), the
     strategy's own counters (``chunker.stats()``, e.g. ``llm.calls``) and the bootstrap CIs
-    (:func:`confidence_intervals`); then ``recall_curve`` at ``step=k`` for each k.
+    (``cis`` when given, else :func:`confidence_intervals`); then ``recall_curve`` at ``step=k`` for each k.
     """
     encoder = parts.encoder
     groups: list[tuple[dict, int]] = [
@@ -391,7 +402,7 @@ def metric_groups(ev, parts: Components, report, settings: Settings) -> list[tup
     if hasattr(parts.retriever, "stats"):  # retriever counters, e.g. rerank.pairs_scored / rerank.pairs_over_limit
         groups.append((parts.retriever.stats(), 0))
     if settings.stats.bootstrap > 0:
-        groups.append((confidence_intervals(ev, settings.stats), 0))
+        groups.append((confidence_intervals(ev, settings.stats) if cis is None else cis, 0))
     groups += [({"recall_curve": ev.metrics[f"recall@{k}"]}, k) for k in settings.metrics.ks]  # one series against step=k
     return groups
 

@@ -267,19 +267,23 @@ class RunSettings:
             ``$MLFLOW_TRACKING_URI``, else the project's ``mlruns/mlflow.db``).
         experiment: MLflow experiment name (``tracking.experiment``, else the dataset name).
         run_name: MLflow run name (``tracking.run_name``, else e.g. ``recursive-254-0-faiss``).
+        report: log ``report.html`` and the artifacts it reads (``tracking.report``, default true).
 
     Raises:
-        ValueError: ``resume`` is not a boolean.
+        ValueError: ``resume`` or ``tracking.report`` is not a boolean.
     """
 
     resume: bool
     tracking_uri: str
     experiment: str
     run_name: str
+    report: bool = True
 
     def __post_init__(self) -> None:
         if not isinstance(self.resume, bool):
             raise ValueError(f"resume must be true or false, got {self.resume!r}")
+        if not isinstance(self.report, bool):
+            raise ValueError(f"tracking.report must be true or false, got {self.report!r}")
 
     @classmethod
     def from_config(cls, cfg) -> RunSettings:
@@ -299,4 +303,5 @@ class RunSettings:
             tracking_uri=resolve_tracking_uri(cfg.tracking.uri, build.PROJECT_ROOT),
             experiment=experiment_name(cfg),
             run_name=cfg.tracking.run_name or build.run_name(cfg),
+            report=cfg.tracking.get("report", True),
         )

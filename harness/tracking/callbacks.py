@@ -123,7 +123,7 @@ def lower_is_better(objective: str) -> bool:
     return objective.split("@", 1)[0] == "context_tokens"
 
 
-def finish_sweep(tracker, parent_run_id: str, status: str, objective: str) -> dict[str, int]:
+def finish_sweep(tracker, parent_run_id: str, status: str, objective: str, report: bool = True) -> dict[str, int]:
     """Summarise a sweep on its parent run and close it with ``status``.
 
     Logged on the parent: tags ``sweep.jobs_finished``, ``_failed``, ``_killed``,
@@ -135,7 +135,8 @@ def finish_sweep(tracker, parent_run_id: str, status: str, objective: str) -> di
     (:func:`best_retriever_per_chunker`); artifacts ``sweep_summary.csv``,
     the MLflow table ``sweep_summary.json`` (one row per job: job, run name, status, run id,
     objective, recall/precision/IoU/... at every k, chunk count, time, error) and
-    ``sweep_objective.png``. With a status other than FINISHED, children still RUNNING are
+    ``sweep_objective.png``; with ``report`` the sweep report ``report.html``
+    (:func:`log_sweep_report`). With a status other than FINISHED, children still RUNNING are
     closed KILLED first. The parent is closed even when the summary fails (the failure is
     then the ``sweep.summary_error`` tag).
 
@@ -207,6 +208,8 @@ def finish_sweep(tracker, parent_run_id: str, status: str, objective: str) -> di
                 title = f"{parent.info.run_name}: {objective} per job"
                 objective_figure(labels, values, objective, png, best=None if best is None else int(best), notes=notes, title=title)
                 tracker.log_file(png)
+        if report and rows:
+            log_sweep_report(tracker, parent_run_id)
     except Exception as exc:  # noqa: BLE001 - the parent must be closed whatever happens
         try:
             tracker.set_tags({"sweep.summary_error": f"{type(exc).__name__}: {exc}"[:MAX_TAG_VALUE]})
@@ -214,6 +217,34 @@ def finish_sweep(tracker, parent_run_id: str, status: str, objective: str) -> di
             pass
     tracker.end(status, parent_run_id)
     return counts
+
+
+def log_sweep_report(tracker, parent_run_id: str) -> None:
+    """Log the sweep's HTML report as ``report.html`` on its parent run (job table, charts,
+    best job against the first finished job; see :mod:`harness.reporting.sweep`). A failure
+    is recorded as the tag ``sweep.report_error`` and never fails the sweep."""
+    from harness.tracking.tracker import MAX_TAG_VALUE
+
+    try:
+        from harness.reporting.html import sweep_report
+        from harness.reporting.sweep import build_sweep_view
+        from harness.tracking.runs import load_run, metric_values, report_link, sweep_jobs
+
+        uri = tracker.tracking_uri
+        parent, jobs = sweep_jobs(uri, parent_run_id)
+        previous = os.environ.get("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR")
+        os.environ["MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR"] = "false"  # no download bars at the end of the sweep's output
+        try:
+            with tempfile.TemporaryDirectory() as tmp:
+                view = build_sweep_view(parent, jobs, metric_values, lambda rid: load_run(uri, rid, tmp), lambda r: report_link(uri, r))
+        finally:
+            if previous is None:
+                os.environ.pop("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", None)
+            else:
+                os.environ["MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR"] = previous
+        tracker.log_text(sweep_report(view), "report.html")
+    except Exception as exc:  # noqa: BLE001 - the report is an extra: the sweep's result stands without it
+        tracker.set_tags({"sweep.report_error": f"{type(exc).__name__}: {exc}"[:MAX_TAG_VALUE]})
 
 
 def best_retriever_per_chunker(rows, key: str, lower: bool = False) -> dict[str, str]:
@@ -288,9 +319,10 @@ class SweepRunCallback(Callback):
         self._objective = "recall@5"
         self._interrupted = False
         self._previous: dict[int, Any] = {}
+        self._report = True
 
     def __getstate__(self) -> dict:
-        return {"_tracker": None, "_parent": None, "_objective": self._objective, "_interrupted": False, "_previous": {}}
+        return {"_tracker": None, "_parent": None, "_objective": self._objective, "_interrupted": False, "_previous": {}, "_report": self._report}
 
     # ------------------------------------------------------------------ Hydra hooks
 
@@ -310,6 +342,7 @@ class SweepRunCallback(Callback):
         hydra_cfg = config.hydra
         sweep_dir = Path(str(hydra_cfg.sweep.dir)).resolve()
         self._objective = str(config.metrics.objective)
+        self._report = config.tracking.get("report", True) is True
         tags = {
             SWEEP_TAG: "parent",
             "sweep.dir": str(sweep_dir),
@@ -366,7 +399,7 @@ class SweepRunCallback(Callback):
         from harness.tracking.tracker import signals_deferred
 
         with signals_deferred():  # a Ctrl-C inside the summary would leave the parent RUNNING
-            counts = finish_sweep(tracker, parent, status, self._objective)
+            counts = finish_sweep(tracker, parent, status, self._objective, report=self._report)
         done = ", ".join(f"{n} {s.lower()}" for s, n in counts.items() if n)
         print(f"sweep parent run {parent}: {status} ({done or 'no jobs'})")
         sys.stdout.flush()

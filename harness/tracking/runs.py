@@ -80,6 +80,7 @@ class RunRecord:
         params: logged params, name -> string value.
         metrics: latest value of each logged metric, MLflow key (``recall_at_5``) -> float.
         tags: run tags, name -> string value.
+        artifact_uri: where the run's artifacts are stored (``file:///...`` for a local store).
     """
 
     run_id: str
@@ -90,6 +91,7 @@ class RunRecord:
     params: Mapping[str, str] = field(default_factory=dict)
     metrics: Mapping[str, float] = field(default_factory=dict)
     tags: Mapping[str, str] = field(default_factory=dict)
+    artifact_uri: str = ""
 
 
 def experiment_name(cfg: Any) -> str:
@@ -151,6 +153,7 @@ def _record(run: Any) -> RunRecord:
         params=dict(data.params),
         metrics=dict(data.metrics),
         tags=dict(data.tags),
+        artifact_uri=str(info.artifact_uri or ""),
     )
 
 
@@ -420,3 +423,76 @@ def annotate_run(
         if exc.error_code == "RESOURCE_DOES_NOT_EXIST":
             raise UnknownRun(f"run {run_id!r} not found in the tracking store {uri}: {exc.message}") from exc
         raise TrackingStoreError(f"tracking store {uri}: {exc.message}") from exc
+
+
+def metric_values(run: RunRecord) -> dict[str, float]:
+    """A run's logged metrics under their metric names: MLflow keys turned back, ``recall_at_5``
+    -> ``recall@5``, ``recall_at_5_ci_low`` -> ``recall@5_ci_low``, ``recall_at_512tok`` ->
+    ``recall@512tok``; keys without ``_at_`` (``time.total_s``) unchanged.
+
+    The one place that knows how metrics are logged: the reports read metric values here.
+    """
+    return {key.replace("_at_", "@", 1): float(value) for key, value in run.metrics.items()}
+
+
+def download_artifacts(uri: str, run_id: str, names: Sequence[str], dest_dir: str | Path) -> dict[str, Path | None]:
+    """Copy the artifacts ``names`` of run ``run_id`` into ``dest_dir``; name -> local path,
+    None for an artifact the run does not have.
+
+    Raises:
+        TrackingStoreError: the store failed (a missing artifact is not an error).
+    """
+    client = open_client(uri)
+    try:
+        present = {f.path for f in client.list_artifacts(run_id)}
+    except Exception as exc:  # MlflowException, or OSError from a file store
+        raise TrackingStoreError(f"run {run_id}: cannot list artifacts in {uri}: {exc}") from exc
+    return {name: download_artifact(uri, run_id, name, dest_dir) if name in present else None for name in names}
+
+
+def sweep_jobs(uri: str, parent_run_id: str) -> tuple[RunRecord, list[tuple[int, str, RunRecord]]]:
+    """A sweep's parent run and its jobs: ``(parent, [(job number, status, run), ...])`` in job
+    order; a job skipped by resume is its earlier FINISHED run with status ``SKIPPED``.
+
+    Raises:
+        UnknownRun: no run ``parent_run_id``.
+        ValueError: that run is not a sweep's parent (tag ``harness.sweep=parent``).
+        TrackingStoreError: the store failed.
+    """
+    from harness.tracking.tracker import JOB_TAG, PARENT_TAG, SKIPPED_PREFIX
+
+    parent = get_run(uri, parent_run_id)
+    if parent.tags.get(SWEEP_TAG) != "parent":
+        raise ValueError(f"run {parent.name} ({parent_run_id}) is not a sweep's parent run (no tag {SWEEP_TAG}=parent); give a sweep's parent run id")
+    from mlflow.entities import ViewType
+
+    client = open_client(uri)
+    with _store_errors(uri):
+        found = client.search_runs(
+            [parent.experiment_id], filter_string=f"tags.`{PARENT_TAG}` = '{parent_run_id}'", run_view_type=ViewType.ACTIVE_ONLY, max_results=PAGE_SIZE
+        )
+    jobs = []
+    for run in found:
+        record = _record(run)
+        try:
+            job = int(record.tags.get(JOB_TAG, 0))
+        except ValueError:
+            job = 0
+        jobs.append((job, record.status, record))
+    for tag, run_id in parent.tags.items():
+        if tag.startswith(SKIPPED_PREFIX):
+            with contextlib.suppress(UnknownRun, TrackingStoreError):
+                jobs.append((int(tag[len(SKIPPED_PREFIX) :]), "SKIPPED", get_run(uri, run_id)))
+    return parent, sorted(jobs, key=lambda j: (j[0], j[2].name))
+
+
+def report_link(uri: str, run: RunRecord, artifact: str = "report.html") -> str | None:
+    """A link to a run's report: the artifact file itself for a local store (``file://``, opens
+    from disk), the run's artifact page in the MLflow UI for a tracking server; None otherwise."""
+    if run.artifact_uri.startswith("file://"):
+        return run.artifact_uri.rstrip("/") + "/" + artifact
+    if run.artifact_uri.startswith("/"):
+        return Path(run.artifact_uri, artifact).as_uri()
+    if uri.startswith(("http://", "https://")):
+        return f"{uri.rstrip('/')}/#/experiments/{run.experiment_id}/runs/{run.run_id}/artifacts/{artifact}"
+    return None

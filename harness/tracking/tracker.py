@@ -541,6 +541,14 @@ class Tracker:
         """Store ``text`` as an artifact file."""
         self.client.log_text(self.run_id, text, artifact_file)
 
+    def log_bytes(self, data: bytes, artifact_file: str) -> None:
+        """Store ``data`` as the artifact file ``artifact_file`` (e.g. ``chunks.jsonl.gz``)."""
+        with tempfile.TemporaryDirectory() as tmp:
+            path = Path(tmp) / Path(artifact_file).name
+            path.write_bytes(data)
+            parent = str(Path(artifact_file).parent)
+            self.client.log_artifact(self.run_id, str(path), None if parent == "." else parent)
+
     def log_file(self, path: str | Path, artifact_path: str | None = None) -> None:
         """Store a local file as an artifact."""
         self.client.log_artifact(self.run_id, str(path), artifact_path)
@@ -560,6 +568,19 @@ class Tracker:
             self.log_file(Path(tmp) / "chunk_sizes.png")
             self.log_file(Path(tmp) / "recall_at_k.png")
         self.log_text(json.dumps(sizes, indent=2, sort_keys=True, default=float), "chunk_sizes.json")
+
+    def log_run_report(self, view, artifact_file: str = "report.html") -> None:
+        """Render a run's HTML report (:func:`harness.reporting.html.run_report` of ``view``, a
+        :class:`harness.reporting.model.RunView`) and store it as ``artifact_file``; the
+        seconds it took are logged as ``time.report_render_s``. A method of the tracker so
+        that the tracking worker renders it (matplotlib and jinja2 are imported there while
+        the job computes)."""
+        from harness.reporting.html import run_report
+
+        t0 = time.perf_counter()
+        html = run_report(view)
+        self.log_text(html, artifact_file)
+        self.log_metrics({"time.report_render_s": time.perf_counter() - t0})
 
     def log_dataframe_csv(self, df, artifact_file: str) -> None:
         """Store a pandas DataFrame as a CSV artifact."""

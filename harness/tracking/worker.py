@@ -48,7 +48,20 @@ from typing import Any, Iterator, Mapping
 
 #: Tracker methods a job may call through the worker.
 CALLS = frozenset(
-    {"set_tags", "log_params", "log_metrics", "log_metric_groups", "log_text", "log_file", "log_dataframe_csv", "log_table", "log_dataset", "log_run_figures"}
+    {
+        "set_tags",
+        "log_params",
+        "log_metrics",
+        "log_metric_groups",
+        "log_text",
+        "log_bytes",
+        "log_file",
+        "log_dataframe_csv",
+        "log_table",
+        "log_dataset",
+        "log_run_figures",
+        "log_run_report",
+    }
 )
 #: Seconds the job's process waits at exit for the worker to finish its last writes.
 EXIT_WAIT_S = 60.0
@@ -505,6 +518,9 @@ def serve(fd: int) -> int:
                 from harness.evaluation.plots import preload
 
                 preload()
+                from harness.reporting.html import preload as preload_report
+
+                preload_report()
     if state["open"] is not None:  # the job's process ended (or was killed) with its run open
         with contextlib.suppress(Exception):
             state["open"].record_failure("KILLED", "the job's process ended without closing its run", "")

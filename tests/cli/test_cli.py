@@ -15,7 +15,7 @@ from conftest import KESTREL_PATH, PROJECT_ROOT
 
 HARNESS = Path(sys.executable).parent / "harness"
 #: The nine commands the project documents (README, docs/architecture.md).
-COMMANDS = ("run", "compare", "check", "tune", "bench", "generate", "server", "cache", "datasets")
+COMMANDS = ("run", "compare", "report", "check", "tune", "bench", "generate", "server", "cache", "datasets")
 
 
 def _harness(*args: str, cwd: Path = PROJECT_ROOT, timeout: float = 300) -> subprocess.CompletedProcess:
