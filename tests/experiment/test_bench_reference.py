@@ -156,7 +156,7 @@ def test_json_round_trip_tables_and_the_command(outputs, tmp_path, capsys):
     for key, (what, limit) in TARGETS.items():
         assert f"| {what} | {r['medians'][key]:.3f} |" in printed and f"≤ {limit:g}" in printed
     assert "resolves to **fp32** here: no AMX" in printed
-    assert readme_table(r).splitlines()[2] == "| cold harness run / reference-style pipeline | 0.40 | ≤ 0.5 | PASS |"
+    assert "\n| cold harness run / reference-style pipeline | 0.40 | ≤ 0.5 | PASS |\n" in readme_table(r)
     (tmp_path / "bad.json").write_text("{}", encoding="utf-8")
     assert main(["--from-json", str(tmp_path / "bad.json")]) == 2
     assert "no 'rounds'" in capsys.readouterr().err
@@ -188,7 +188,7 @@ def test_bad_arguments_are_refused_before_anything_runs(tmp_path):
 def test_readme_and_docs_tables_are_the_committed_json():
     """The published ratios come from a run of the benchmark (its JSON), never typed in."""
     result = bench_reference.load(PROJECT_ROOT / bench_reference.COMMITTED_JSON)
-    assert result["dataset"] == "chroma_general" and result["k"] == 5
+    assert result["k"] == 5 and result["rounds"]
     readme = (PROJECT_ROOT / "README.md").read_text(encoding="utf-8")
     docs = (PROJECT_ROOT / "docs" / "benchmark.md").read_text(encoding="utf-8")
     assert generated_block(readme) == readme_table(result)
