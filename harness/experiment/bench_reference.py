@@ -263,6 +263,8 @@ def readme_table(result: dict) -> str:
         "| ratio (median of rounds) | measured | target | verdict |",
         "|---|---:|---:|---|",
     ]
+    if result.get("note"):
+        lines[1:1] = ["", f"*{result['note']}*"]
     for key, (what, limit) in TARGETS.items():
         lines.append(f"| {what} | {result['medians'][key]:.2f} | ≤ {limit:g} | {result['verdicts'][key]} |")
     return "\n".join(lines)
@@ -276,6 +278,7 @@ def docs_tables(result: dict) -> str:
         f"{result['dataset']} ({result['mb']:.3f} MB of corpora; {result['n_unique_chunks']} unique chunks, {result['n_unique_questions']} questions), "
         f"{result['window']}, recall@{result['k']}; {n} round(s) started {result['started']} on {result['machine']['cpus']} CPUs; "
         f"`embedding.precision=auto` resolves to **{auto['precision']}** here: {auto['why']}.",
+        *(["", f"*{result['note']}*"] if result.get("note") else []),
         "",
         "| ratio | median | per round | target | verdict |",
         "|---|---:|---|---:|---|",
