@@ -55,6 +55,22 @@ def prepare_process() -> None:
     os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
 
 
+#: Hydra flags of ``harness run`` that only print (help, config, info) and log nothing.
+_PRINT_ONLY = ("-h", "--help", "--hydra-help", "-c", "--cfg", "-i", "--info", "-sc", "--shell-completion")
+
+
+def start_tracking_early(argv: Sequence[str]) -> None:
+    """Start the tracking worker (:func:`harness.tracking.worker.start_early`) before ``harness
+    run ARGV`` imports Hydra and composes its config, unless ARGV only asks Hydra to print
+    something. Call it at program start, after :func:`prepare_process` (the worker inherits
+    the environment)."""
+    if any(a in _PRINT_ONLY or a.startswith(("--cfg=", "--info=")) for a in argv):
+        return
+    from harness.tracking.worker import start_early
+
+    start_early()
+
+
 def _usage() -> str:
     width = max(map(len, COMMANDS))
     lines = ["usage: harness <command> [arguments]", "", "commands:"]
@@ -82,5 +98,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"harness: unknown command {name!r}{hint} (commands: {', '.join(COMMANDS)})", file=sys.stderr)
         return 2
     prepare_process()
+    if name == "run":
+        start_tracking_early(rest)
     module = importlib.import_module(f"harness.cli.{name}")
     return module.run_command(rest)

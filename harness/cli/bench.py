@@ -24,7 +24,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true", help="sweep BM25 over character chunks instead of FAISS over token chunks; 1 timing repeat")
     parser.add_argument("--tiny", action="store_true", help="smoke-test settings: 2-config sweep, 2 thresholds")
     parser.add_argument("--parts", default=",".join(PARTS), help="comma-separated subset to run (default: %(default)s)")
+    parser.add_argument(
+        "--vs-reference", action="store_true", help="time the harness against a reference-style pipeline and the encoding floor (docs/benchmark.md)"
+    )
+    parser.add_argument("--rounds", type=int, default=3, help="--vs-reference: interleaved rounds, median of per-round ratios (default: %(default)s)")
+    parser.add_argument("--from-json", metavar="FILE", help="print the --vs-reference tables of a JSON written by --out, without running anything")
+    parser.add_argument("--update-docs", action="store_true", help="with --vs-reference or --from-json: write the tables into README.md and docs/benchmark.md")
     args = parser.parse_args(argv)
+    if args.vs_reference or args.from_json:
+        return _vs_reference(args)
     prepare_process()
     try:
         result = run_benchmarks(args.dataset, quick=args.quick, tiny=args.tiny, parts=args.parts.split(","))
@@ -38,6 +46,30 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(text)
     print()
     print(tables(result))
+    return 0
+
+
+def _vs_reference(args: argparse.Namespace) -> int:
+    """``--vs-reference`` / ``--from-json``: run (or read) the side-by-side benchmark, write JSON, print the tables."""
+    from harness.experiment import bench_reference
+
+    try:
+        if args.from_json:
+            result = bench_reference.load(args.from_json)
+        else:
+            prepare_process()
+            result = bench_reference.run_vs_reference(args.dataset, rounds=args.rounds)
+    except ValueError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    if not args.from_json:
+        Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+        Path(args.out).write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
+        print(f"wrote {args.out}", file=sys.stderr)
+    print(bench_reference.tables(result))
+    if args.update_docs:
+        for path in bench_reference.update_docs(result):
+            print(f"wrote the table into {path}", file=sys.stderr)
     return 0
 
 

@@ -25,6 +25,7 @@ import hydra  # noqa: E402
 from omegaconf import DictConfig  # noqa: E402
 
 from harness.experiment.build import PROJECT_ROOT  # noqa: E402
+from harness.experiment.config import compose_once  # noqa: E402
 from harness.experiment.run import execute, sweep_position  # noqa: E402
 from harness.tracking.tracker import EXIT_BUSY  # noqa: E402
 
@@ -58,7 +59,8 @@ def run_command(argv: Sequence[str]) -> int:
     """``harness run ARGV``: Hydra parses ``argv`` as it would ``python -m harness.run ARGV``."""
     sys.argv = ["harness run", *argv]
     try:
-        main()
+        with compose_once(argv):  # Hydra composes the config once, not twice
+            main()
     except KeyboardInterrupt:  # the run, and a sweep's parent, are closed KILLED on the way out
         print("interrupted (Ctrl-C): the current run is closed as KILLED", file=sys.stderr)
         return 130

@@ -22,8 +22,11 @@ vectors of a list of texts). Everything else is here and behaves alike for every
 * **counters** for the run's metrics (:meth:`~CachedEncoder.run_metrics`): texts embedded,
   cache hits, texts over the window.
 * :attr:`~CachedEncoder.checkpoint`: a callable run once the caches have been read, before
-  each block the model embeds (or once when nothing is left to embed); a run uses it to
-  learn from its tracking store whether to go on before paying for any embedding.
+  each block the model embeds; a run uses it to learn from its tracking store whether to go
+  on before paying for any embedding. :attr:`~CachedEncoder.poll` is run instead when
+  nothing is left to embed: it must return at once unless the job is to stop (a run
+  passes a non-blocking check, so a run whose vectors are all cached goes on while its
+  tracking store is still being opened).
 """
 
 from __future__ import annotations
@@ -111,6 +114,7 @@ class CachedEncoder(ABC):
         self._window_checked: set[str] = set()
         self.n_truncated = 0
         self.checkpoint: Callable[[], None] | None = None
+        self.poll: Callable[[], None] | None = None
         self._cache: dict[str, np.ndarray] = {}
         self.n_encoded = 0
         self.n_cache_hits = 0
@@ -218,8 +222,8 @@ class CachedEncoder(ABC):
             self.n_cache_hits += len(hits)
         if todo:
             self._embed(todo, desc)
-        elif self.checkpoint is not None:
-            self.checkpoint()
+        elif self.poll is not None:
+            self.poll()
         if not keys:
             return np.zeros((0, self.declared_dim or self.dim), dtype=np.float32)
         return np.stack([self._cache[k] for k in keys])

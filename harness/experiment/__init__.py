@@ -4,7 +4,8 @@ Owns turning Hydra config into objects (:mod:`.build`), composing the config in-
 (:mod:`.config`), the frozen settings objects built once from it (:mod:`.settings`), the
 evaluation pipeline (:mod:`.pipeline`: chunk, index, retrieve, score), the stages of one
 run (:mod:`.run`), the release gate (:mod:`.gate`), Optuna search (:mod:`.tune`), the
-speed benchmarks (:mod:`.bench`) and the reproduction of published configurations
+speed benchmarks (:mod:`.bench`; :mod:`.bench_reference` against the plain script
+:mod:`.reference_style`, which imports nothing from the harness) and the reproduction of published configurations
 (:mod:`.reproduce`).
 
 May import every library layer below it (chunkers, datasets, ingest, embeddings,

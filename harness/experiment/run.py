@@ -159,8 +159,10 @@ def execute(cfg: DictConfig) -> dict:
             known_tags.update(parts.encoder.run_tags())
         if parts.embeds:  # model available offline, endpoint reachable, key set: checked before any chunking
             parts.encoder.preflight()
-        # the first block the model embeds waits for the worker (a skip stops the job there)
+        # the first block the model embeds waits for the worker (a skip stops the job there);
+        # with every vector cached the job goes on and learns about a skip at the latest when it logs
         parts.encoder.checkpoint = opening.wait
+        parts.encoder.poll = opening.check
         dataset = load_dataset(cfg, timings)
         known_tags.update(dataset_tags(dataset))
         opening.check()
@@ -172,7 +174,7 @@ def execute(cfg: DictConfig) -> dict:
         return _stopped(exc, opening, known_tags, settings)
     finally:
         if parts is not None:
-            parts.encoder.checkpoint = None
+            parts.encoder.checkpoint = parts.encoder.poll = None
     with tracker.closing():
         timings.update(ev.timings)
         timings["tracking_wait"] = opening.waited

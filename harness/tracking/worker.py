@@ -136,6 +136,7 @@ class TrackingWorker:
             theirs.close()
         self.conn = Connection(ours.detach())
         self.pending = 0  # requests sent, replies not yet read
+        self.used = False  # a request was sent (until then the worker has nothing to write)
 
     @property
     def alive(self) -> bool:
@@ -149,6 +150,7 @@ class TrackingWorker:
         with signals_deferred():  # a message is written whole or not at all
             self.conn.send((op, kwargs))
             self.pending += 1
+            self.used = True
 
     def ready(self) -> bool:
         """True when the next reply can be read without waiting (or the worker is gone)."""
@@ -207,9 +209,16 @@ class TrackingWorker:
 
     def close(self, timeout: float = EXIT_WAIT_S) -> None:
         """Close the connection and wait up to ``timeout`` seconds for the worker to finish
-        its last writes and exit (then terminate it)."""
+        its last writes and exit (then terminate it). A worker that was never sent a request
+        (started early by :func:`start_early` for a command that then failed or logged
+        nothing) has nothing to write and is killed at once."""
         with contextlib.suppress(OSError):
             self.conn.close()
+        if not self.used:  # it ignores SIGTERM (see the module docstring); nothing to lose
+            with contextlib.suppress(OSError):
+                self.process.kill()
+            self.process.wait()
+            return
         try:
             self.process.wait(timeout=timeout)
         except subprocess.TimeoutExpired:
@@ -235,6 +244,15 @@ def worker() -> TrackingWorker:
             atexit.register(_close_worker)
         _worker = TrackingWorker()
         return _worker
+
+
+def start_early() -> None:
+    """Start this process's tracking worker now, before the caller composes its config and
+    imports the run's libraries, so that the worker's MLflow import (~1.4 s) overlaps that
+    work instead of the job's first wait for it (a run whose vectors are all cached reaches
+    that wait about a second after its config is composed). Idempotent; a worker that is
+    then never used is terminated at exit without waiting (:meth:`TrackingWorker.close`)."""
+    worker()
 
 
 def _close_worker() -> None:

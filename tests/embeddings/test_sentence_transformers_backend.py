@@ -212,3 +212,20 @@ def test_default_config_keeps_its_hash_and_its_cache_key():
     for changed in ("embedding.query_prompt='query: '", "embedding.prompts=model", "embedding.max_seq_length=128", "embedding.trust_remote_code=true"):
         assert config_hash(compose([changed, "paths.root=/project"])) != default, changed
     assert Encoder().embedding_key == DEFAULT_KEY
+
+
+def test_with_every_vector_cached_the_model_is_not_loaded_and_the_run_is_polled_not_awaited(tmp_path):
+    """A warm run: vectors from the disk cache, no torch model loaded, and the encoder asks its
+    run a non-blocking ``poll`` instead of waiting at the ``checkpoint`` (which only guards embedding)."""
+    texts = ["a lantern by the harbour", "copper and quartz"]
+    first = Encoder(show_progress=False, cache_dir=tmp_path)
+    calls = []
+    first.checkpoint, first.poll = (lambda: calls.append("checkpoint")), (lambda: calls.append("poll"))
+    cold = first.encode(texts)
+    assert calls == ["checkpoint"] and first.n_encoded == 2
+    warm = Encoder(show_progress=False, cache_dir=tmp_path)
+    calls.clear()
+    warm.checkpoint, warm.poll = (lambda: calls.append("checkpoint")), (lambda: calls.append("poll"))
+    np.testing.assert_array_equal(warm.encode(texts), cold)
+    assert calls == ["poll"] and warm.n_encoded == 0 and warm.n_cache_hits == 2
+    assert warm._model is None  # the model was never loaded

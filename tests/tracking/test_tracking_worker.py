@@ -210,3 +210,32 @@ def test_an_error_in_a_pipelined_logging_call_still_fails_the_run(tracking_uri, 
     assert "missing.png" in run.data.tags["error"]
     assert run.data.params == {"a": "1"}
     assert {f.path for f in client.list_artifacts(run.info.run_id)} >= {"after.txt", "config.yaml", "error.txt"}
+
+
+def test_an_early_started_worker_that_gets_no_request_is_killed_not_waited_for():
+    """``harness run`` starts the worker before composing its config; when the command then
+    fails (a bad override) or only prints, nothing waits for the worker's MLflow import."""
+    from harness.tracking.worker import TrackingWorker
+
+    unused = TrackingWorker()
+    unused.close()
+    assert unused.process.returncode == -signal.SIGKILL
+    used = TrackingWorker()
+    used.send("bogus")  # answered with an error; the worker then exits on its own when closed
+    with pytest.raises(Exception, match="'bogus' without an open run"):
+        used.receive()
+    used.close()
+    assert used.process.returncode == 0
+
+
+def test_harness_run_starts_the_worker_early_unless_it_only_prints(monkeypatch):
+    from harness import cli
+    from harness.tracking import worker as tracking_worker
+
+    started = []
+    monkeypatch.setattr(tracking_worker, "start_early", lambda: started.append(True))
+    for argv in (["--cfg", "job"], ["--help"], ["-c", "all"], ["--info=config"]):
+        cli.start_tracking_early(argv)
+    assert started == []
+    cli.start_tracking_early(["chunker.chunk_size=100"])
+    assert started == [True]

