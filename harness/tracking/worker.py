@@ -456,11 +456,18 @@ def logged_text(tracker, run_id: str, artifact_file: str) -> str | None:
     ``results.txt``), or None when it is missing or cannot be read (best effort)."""
     import tempfile
 
+    bar = os.environ.get("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR")
+    os.environ["MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR"] = "false"  # one small file: no progress bar on the job's terminal
     try:
         with tempfile.TemporaryDirectory() as tmp:
             return Path(tracker.client.download_artifacts(run_id, artifact_file, tmp)).read_text(encoding="utf-8")
     except Exception:  # noqa: BLE001 - a run logged before the artifact existed, or a store that lost it
         return None
+    finally:
+        if bar is None:
+            os.environ.pop("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", None)
+        else:
+            os.environ["MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR"] = bar
 
 
 def _note_invalid(state: dict, *, cwd, env, uri, experiment, artifact_location, parent, job, run_name, message) -> None:
