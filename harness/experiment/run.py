@@ -138,11 +138,16 @@ def execute(cfg: DictConfig) -> dict:
             or written (e.g. an unreachable tracking server); the message is MLflow's.
     """
     t_start = time.perf_counter()
-    from harness.tracking.worker import worker
+    from harness.experiment.errors import ConfigError
+    from harness.tracking.worker import stop_unused_worker, worker
 
     worker()  # start the tracking worker now: it imports MLflow on the other core while the config is checked
     timings: dict[str, float] = {}
-    run, settings, parts, dataset = validate(cfg, timings)  # ConfigError: nothing opened, nothing logged
+    try:
+        run, settings, parts, dataset = validate(cfg, timings)
+    except ConfigError:  # nothing opened, nothing logged: no need to wait for the worker at exit
+        stop_unused_worker()
+        raise
     opening = open_tracking(cfg, run)
     known_tags: dict[str, object] = {  # tags known so far, set on a FAILED run too
         "chunker": parts.chunker.name,

@@ -126,6 +126,7 @@ class TrackingWorker:
             theirs.close()
         self.conn = Connection(ours.detach())
         self.pending = 0  # requests sent, replies not yet read
+        self.sent = 0  # requests sent in all
 
     @property
     def alive(self) -> bool:
@@ -139,6 +140,7 @@ class TrackingWorker:
         with signals_deferred():  # a message is written whole or not at all
             self.conn.send((op, kwargs))
             self.pending += 1
+            self.sent += 1
 
     def ready(self) -> bool:
         """True when the next reply can be read without waiting (or the worker is gone)."""
@@ -225,6 +227,20 @@ def worker() -> TrackingWorker:
             atexit.register(_close_worker)
         _worker = TrackingWorker()
         return _worker
+
+
+def stop_unused_worker() -> None:
+    """Stop this process's worker at once if it was never sent a request (e.g. a job refused
+    for its configuration before it asked for a run): nothing is open, nothing to wait for."""
+    global _worker
+    with _worker_lock:
+        if _worker is not None and _worker.sent == 0:
+            with contextlib.suppress(OSError):
+                _worker.conn.close()
+            _worker.process.kill()  # it ignores SIGTERM; it holds no run and has written nothing
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                _worker.process.wait(timeout=5)
+            _worker = None
 
 
 def _close_worker() -> None:
