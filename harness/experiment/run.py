@@ -102,21 +102,26 @@ class Components:
 def execute(cfg: DictConfig) -> dict:
     """Run one configured experiment and log it; returns ``{"run_id", "metrics", "evaluation", "objective"}``.
 
-    Stages (one function each): :func:`open_tracking` sends the tracking side of the job's
-    start to this process's tracking worker (:mod:`harness.tracking.worker`: look up the
-    experiment; with ``resume`` true find a FINISHED run with this config hash; close stale
-    RUNNING runs of this hash; open the MLflow run, a child of the sweep's parent run inside
-    a multirun, see :func:`harness.tracking.callbacks.parent_for_job`). While the worker does
-    that on the other core, :func:`prepare` reads the settings from the config and
-    :func:`build_components` builds the chunker and retriever (cheap; bad parameters fail
-    here, before any model or dataset is loaded), :func:`load_dataset` loads and verifies
-    the dataset, and :func:`run_pipeline` chunks, imports and loads the embedding model,
-    embeds, indexes, searches and scores (:func:`harness.experiment.pipeline.evaluate`).
-    Nothing is embedded (and for runs without embeddings nothing is chunked) before the
-    worker has answered: a FINISHED run of the same configuration makes the job a skip
-    (``"skipped": True``, see :func:`_skipped`; in a sweep the parent run records it). Then
-    :func:`log_run` logs and :func:`_print_summary` prints. Any exception marks the MLflow
-    run FAILED (KILLED for Ctrl-C / SIGTERM) with the error and is re-raised (:func:`_stopped`).
+    Stages (one function each): the tracking worker (:mod:`harness.tracking.worker`) is
+    started first, so it imports MLflow on the other core meanwhile. :func:`validate` checks
+    the whole configuration before any run exists: :func:`prepare` reads the settings,
+    :func:`build_components` builds the chunker and retriever (cheap; the model loads
+    later) and :func:`load_dataset` loads and verifies the dataset; whatever they refuse is
+    raised as a one-line :class:`~harness.experiment.errors.ConfigError` and nothing is
+    opened or logged. Then :func:`open_tracking` sends the tracking side of the job's start
+    to the worker (look up the experiment; with ``resume`` true find a FINISHED run with
+    this config hash; close stale RUNNING runs of this hash; open the MLflow run, a child of
+    the sweep's parent run inside a multirun, see
+    :func:`harness.tracking.callbacks.parent_for_job`). While the worker does that, the
+    encoder's ``preflight`` checks that the model (or endpoint) is usable and
+    :func:`run_pipeline` chunks, imports and loads the embedding model, embeds, indexes,
+    searches and scores (:func:`harness.experiment.pipeline.evaluate`). Nothing is embedded
+    (and for runs without embeddings nothing is chunked) before the worker has answered: a
+    FINISHED run of the same configuration makes the job a skip (``"skipped": True``, see
+    :func:`_skipped`, which prints the earlier run's results; in a sweep the parent run
+    records it). Then :func:`log_run` logs and :func:`_print_summary` prints (inside a sweep
+    one line per job). An exception after the run was opened marks it FAILED (KILLED for
+    Ctrl-C / SIGTERM) with the error and is re-raised (:func:`_stopped`).
 
     Logged: params (flattened config), metrics (every metric at every k, ``recall_curve``
     with ``step=k``, CIs, ``chunks.*``, ``diagnostics.*``, ``time.*_s``), tags (config hash,
@@ -132,8 +137,9 @@ def execute(cfg: DictConfig) -> dict:
         harness.tracking.worker.RunBusy: the configuration is RUNNING in another live process
             (its run, pid and host are named; ``skip: <message>`` is printed first); nothing
             was run or logged.
-        ValueError: ``resume`` is not a boolean; any config error (see
-            :mod:`harness.experiment.settings` and the builders).
+        harness.experiment.errors.ConfigError: a ValueError naming the invalid setting
+            (``resume`` not a boolean, see :mod:`harness.experiment.settings` and the
+            builders); no run was opened.
         harness.tracking.worker.TrackingWorkerError: the tracking store could not be opened
             or written (e.g. an unreachable tracking server); the message is MLflow's.
     """
