@@ -7,8 +7,10 @@ Examples::
     python -m harness.run -m chunker=fixed,recursive chunker.chunk_size=200,400 retriever=faiss,bm25
 
 Returns the objective metric (``metrics.objective``, default ``recall@5``) so Hydra
-sweepers can optimise it. A run that raises is recorded in MLflow as FAILED with its error;
-in a multirun the remaining jobs still run.
+sweepers can optimise it. A configuration error is found before any MLflow run exists
+(:func:`validate`; :class:`harness.experiment.errors.ConfigError`, one line); a run that
+raises later is recorded in MLflow as FAILED with its error; in a multirun the remaining
+jobs still run.
 
 Resume (``resume: true``, the default): a job whose config hash already has a FINISHED run
 in the experiment does no work; it prints ``skip: finished as run <id>`` and returns that
