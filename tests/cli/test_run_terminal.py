@@ -149,3 +149,36 @@ def test_the_embedding_bar_advances_per_batch(encoder):
     assert bar.steps == [4, 4, 2]  # one step per batch of batch_size texts
     whole = encoder.model.encode(texts, batch_size=64, normalize_embeddings=True, convert_to_numpy=True, show_progress_bar=False)
     assert vectors.shape == (10, 384) and np.allclose(vectors, whole, atol=1e-5)
+
+
+# ------------------------------------------------------------------ every constructor
+
+
+@pytest.mark.slow  # imports every component's libraries (LangChain, chonkie, model2vec, ...)
+def test_an_unknown_setting_of_any_component_is_one_line_naming_its_settings():
+    """``+group.key=...`` for every shipped chunker, retriever, embedding and dataset config:
+    refused before a run exists, one line naming the key and the settings the constructor takes."""
+    import inspect
+
+    from conftest import compose
+    from hydra.utils import get_object
+
+    from harness.experiment.errors import ConfigError
+    from harness.experiment.run import validate
+
+    checked = 0
+    for group in ("chunker", "retriever", "embedding", "dataset"):
+        for option in sorted(p.stem for p in (PROJECT_ROOT / "conf" / group).glob("*.yaml")):
+            cfg = compose([f"{group}={option}", f"+{group}.chunk_sizes=1"] + ([] if group == "retriever" else ["retriever=bm25"]))
+            with pytest.raises(ConfigError) as info:
+                validate(cfg, {})
+            message = str(info.value)
+            assert "\n" not in message and message.startswith(f"{group}.chunk_sizes: unknown setting of {group}"), message
+            target = get_object(cfg[group]._target_)
+            params = inspect.signature(target.__init__ if inspect.isclass(target) else target).parameters
+            if "chunk_size" in params:
+                assert f"did you mean {group}.chunk_size?" in message, message
+            named = [p for p in params if p not in ("self", "encoder", "cache_dir") and params[p].kind not in (params[p].VAR_KEYWORD, params[p].VAR_POSITIONAL)]
+            assert f"(settings: {', '.join(named)})" in message, message
+            checked += 1
+    assert checked >= 30  # 18 chunkers, 4 retrievers, 4 embeddings, 6 datasets at the time of writing
