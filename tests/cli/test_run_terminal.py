@@ -155,7 +155,7 @@ def test_the_embedding_bar_advances_per_batch(encoder):
 
 
 @pytest.mark.slow  # imports every component's libraries (LangChain, chonkie, model2vec, ...)
-def test_an_unknown_setting_of_any_component_is_one_line_naming_its_settings():
+def test_an_unknown_setting_of_any_component_is_one_line_naming_its_settings(tmp_path):
     """``+group.key=...`` for every shipped chunker, retriever, embedding and dataset config:
     refused before a run exists, one line naming the key and the settings the constructor takes."""
     import inspect
@@ -169,7 +169,8 @@ def test_an_unknown_setting_of_any_component_is_one_line_naming_its_settings():
     checked = 0
     for group in ("chunker", "retriever", "embedding", "dataset"):
         for option in sorted(p.stem for p in (PROJECT_ROOT / "conf" / group).glob("*.yaml")):
-            cfg = compose([f"{group}={option}", f"+{group}.chunk_sizes=1"] + ([] if group == "retriever" else ["retriever=bm25"]))
+            where = [f"tracking.uri=sqlite:///{tmp_path / 'mlflow.db'}", f"cache.dir={tmp_path / 'cache'}"]  # nothing outside tmp_path
+            cfg = compose([f"{group}={option}", f"+{group}.chunk_sizes=1", *where] + ([] if group == "retriever" else ["retriever=bm25"]))
             with pytest.raises(ConfigError) as info:
                 validate(cfg, {})
             message = str(info.value)
