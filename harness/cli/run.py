@@ -8,12 +8,18 @@ Examples::
     harness run -m hydra/launcher=ray_local chunker.chunk_size=200,400
 
 The work is :func:`harness.experiment.run.execute`; this module only hands Hydra's config
-to it, prints a sweep job's place, and maps a busy configuration to exit code 75
-(:data:`harness.tracking.tracker.EXIT_BUSY`) and Ctrl-C to 130.
+to it, prints a sweep job's place, and maps the outcomes to exit codes: 2 and one line on
+stderr for a configuration error (:class:`harness.experiment.errors.ConfigError`, or a Hydra
+composition error such as an unknown key; ``HYDRA_FULL_ERROR=1`` shows the traceback
+instead), :data:`harness.tracking.tracker.EXIT_BUSY` (75) for a busy configuration, 130 for
+Ctrl-C, 1 for any other error (Hydra's report).
 """
 
 from __future__ import annotations
 
+import logging
+import math
+import os
 import sys
 from typing import Sequence
 
@@ -26,8 +32,12 @@ from omegaconf import DictConfig  # noqa: E402
 
 from harness.experiment.build import PROJECT_ROOT  # noqa: E402
 from harness.experiment.config import compose_once  # noqa: E402
-from harness.experiment.run import execute, sweep_position  # noqa: E402
+from harness.experiment.errors import ConfigError  # noqa: E402
+from harness.experiment.run import execute, note_invalid_job, sweep_position  # noqa: E402
 from harness.tracking.tracker import EXIT_BUSY  # noqa: E402
+
+#: Exit code of a configuration error (as argparse uses for bad arguments).
+EXIT_CONFIG = 2
 
 
 @hydra.main(version_base="1.3", config_path=str(PROJECT_ROOT / "conf"), config_name="config")
@@ -36,16 +46,18 @@ def main(cfg: DictConfig) -> float:
 
     A job whose configuration is RUNNING in another live process (``RunBusy``) exits with
     :data:`EXIT_BUSY`; inside a multirun it returns NaN instead, so the sweep goes on (its
-    parent run records the job and the sweep exits with that code at the end).
+    parent run records the job and the sweep exits with that code at the end). A job with
+    an invalid configuration inside a multirun prints one line, is recorded on the parent
+    run (no run of its own) and returns NaN; the sweep exits 2 at the end.
     """
+    from harness.experiment import build
     from harness.tracking.worker import RunBusy
 
     position = sweep_position()
-    if position is not None:
-        from harness.experiment import build
-
-        num, total = position
-        print(f"job {num}/{total if total else '?'}: {cfg.tracking.run_name or build.run_name(cfg)}")
+    name = str(cfg.tracking.run_name or build.run_name(cfg))
+    place = None if position is None else f"job {position[0]}/{position[1] or '?'}"
+    if place is not None:
+        print(f"{place}: {name}")
         sys.stdout.flush()
     try:
         return float(execute(cfg)["objective"])
@@ -53,15 +65,92 @@ def main(cfg: DictConfig) -> float:
         if position is not None:
             return float("nan")
         raise SystemExit(EXIT_BUSY) from None
+    except ConfigError as exc:
+        if place is None:
+            if _full_error():
+                raise
+            print(f"harness run: {exc}", file=sys.stderr)  # here, not below: Hydra would add a line of its own
+            raise SystemExit(EXIT_CONFIG) from None
+        print(f"{place} invalid: {name}: {exc}", file=sys.stderr)
+        sys.stderr.flush()
+        note_invalid_job(cfg, name, str(exc))
+        return math.nan
+    except Exception as exc:
+        if place is not None:
+            print(f"{place} FAILED: {name}: {type(exc).__name__}: {' '.join(str(exc).split())[:300]}", file=sys.stderr)
+            sys.stderr.flush()
+        raise
 
 
 def run_command(argv: Sequence[str]) -> int:
-    """``harness run ARGV``: Hydra parses ``argv`` as it would ``python -m harness.run ARGV``."""
+    """``harness run ARGV``: Hydra parses ``argv`` as it would ``python -m harness.run ARGV``.
+
+    Returns 0, or :data:`EXIT_CONFIG` after printing a configuration error as one line on
+    stderr; 130 after Ctrl-C. Other errors are reported as Hydra reports them (exit 1).
+    """
     sys.argv = ["harness run", *argv]
+    full = os.environ.get("HYDRA_FULL_ERROR")
+    global _USER_FULL_ERROR
+    _USER_FULL_ERROR = full == "1"
+    # Hydra logs a failed class lookup before raising it; the raised error is reported once, below
+    logging.getLogger("hydra.utils").addFilter(_drop_lookup_errors)
+    os.environ["HYDRA_FULL_ERROR"] = "1"  # Hydra re-raises instead of printing: a config error becomes one line here
     try:
         with compose_once(argv):  # Hydra composes the config once, not twice
             main()
     except KeyboardInterrupt:  # the run, and a sweep's parent, are closed KILLED on the way out
+        _restore(full)
         print("interrupted (Ctrl-C): the current run is closed as KILLED", file=sys.stderr)
         return 130
+    except Exception as exc:  # noqa: BLE001 - reported below, as one line or as Hydra would
+        _restore(full)
+        line = None if full == "1" else _config_line(exc)
+        if line is None:
+            _report(exc)
+        print(f"harness run: {line}", file=sys.stderr)
+        return EXIT_CONFIG
+    _restore(full)
     return 0
+
+
+#: ``HYDRA_FULL_ERROR=1`` as the user set it, once :func:`run_command` has set it for Hydra itself.
+_USER_FULL_ERROR: bool | None = None
+
+
+def _full_error() -> bool:
+    """True when the user asked for full tracebacks (``HYDRA_FULL_ERROR=1``)."""
+    return os.environ.get("HYDRA_FULL_ERROR") == "1" if _USER_FULL_ERROR is None else _USER_FULL_ERROR
+
+
+def _drop_lookup_errors(record: logging.LogRecord) -> bool:
+    return not str(record.msg).startswith(("Error getting class", "Error getting callable", "Error getting object"))
+
+
+def _restore(value: str | None) -> None:
+    if value is None:
+        os.environ.pop("HYDRA_FULL_ERROR", None)
+    else:
+        os.environ["HYDRA_FULL_ERROR"] = value
+
+
+def _config_line(exc: BaseException) -> str | None:
+    from harness.experiment.errors import hydra_error_line
+
+    if isinstance(exc, ConfigError):
+        return str(exc)
+    return hydra_error_line(exc)
+
+
+def _report(exc: BaseException) -> None:
+    """Report ``exc`` as Hydra does (its traceback without Hydra's frames, exit 1; the whole
+    traceback with ``HYDRA_FULL_ERROR=1``)."""
+    try:
+        from hydra._internal.utils import run_and_report
+    except ImportError:  # another Hydra layout: Python's own report
+        raise exc from None
+
+    def again():
+        raise exc
+
+    run_and_report(again)
+    raise exc  # run_and_report exits; not reached

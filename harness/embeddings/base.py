@@ -275,7 +275,8 @@ class CachedEncoder(ABC):
         return [self._n_tokens[k] for k in keys]
 
     def _embed(self, todo: dict[str, str], desc: str) -> None:
-        """Embed ``{text key: text}`` block by block (longest first), storing each block."""
+        """Embed ``{text key: text}`` block by block (longest first; a block is ``4 * batch_size``
+        texts, stored as one), the progress bar advancing per batch (:meth:`_embed_block`)."""
         from tqdm.auto import tqdm
 
         items = sorted(todo.items(), key=lambda kv: len(kv[1]), reverse=True)  # similar lengths pad less
@@ -287,7 +288,7 @@ class CachedEncoder(ABC):
                 if self.checkpoint is not None:
                     self.checkpoint()
                 part = items[i : i + block]
-                vecs = np.asarray(self._embed_batch([t for _, t in part]), dtype=np.float32)
+                vecs = self._embed_block([t for _, t in part], bar)
                 declared = self.declared_dim
                 if vecs.ndim != 2 or vecs.shape[0] != len(part):
                     raise ValueError(f"embedding.model {self.model_name!r} returned vectors of shape {tuple(vecs.shape)} for {len(part)} texts")
@@ -300,7 +301,30 @@ class CachedEncoder(ABC):
                     self._store.put(self.embedding_key, block_vecs, self._describe())
                 self._cache.update(block_vecs)
                 self.n_encoded += len(part)
-                bar.update(len(part))
+
+    def _embed_block(self, texts: list[str], bar) -> np.ndarray:
+        """Vectors of one block, embedded ``batch_size`` texts per :meth:`_embed_batch` call so
+        that the progress ``bar`` advances per batch; when a call fails, the vectors of the
+        batches before it are kept in the caches (they were computed, or paid for), then the
+        error propagates."""
+        pieces: list[np.ndarray] = []
+        done = 0
+        try:
+            for j in range(0, len(texts), self.batch_size):
+                batch = texts[j : j + self.batch_size]
+                pieces.append(np.asarray(self._embed_batch(batch), dtype=np.float32))
+                done += len(batch)
+                bar.update(len(batch))
+        except BaseException:
+            declared = self.declared_dim
+            if done and all(p.ndim == 2 and (declared is None or p.shape[1] == declared) for p in pieces) and len({p.shape[1] for p in pieces}) == 1:
+                kept = {text_key(t): v for t, v in zip(texts[:done], np.concatenate(pieces))}
+                if self._store is not None:
+                    self._store.put(self.embedding_key, kept, self._describe())
+                self._cache.update(kept)
+                self.n_encoded += len(kept)
+            raise
+        return np.concatenate(pieces)
 
     def count_tokens(self, texts: Sequence[str]) -> list[int]:
         """Tokens per text as the backend counts them against its window (memoised)."""

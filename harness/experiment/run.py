@@ -7,8 +7,10 @@ Examples::
     python -m harness.run -m chunker=fixed,recursive chunker.chunk_size=200,400 retriever=faiss,bm25
 
 Returns the objective metric (``metrics.objective``, default ``recall@5``) so Hydra
-sweepers can optimise it. A run that raises is recorded in MLflow as FAILED with its error;
-in a multirun the remaining jobs still run.
+sweepers can optimise it. A configuration error is found before any MLflow run exists
+(:func:`validate`; :class:`harness.experiment.errors.ConfigError`, one line); a run that
+raises later is recorded in MLflow as FAILED with its error; in a multirun the remaining
+jobs still run.
 
 Resume (``resume: true``, the default): a job whose config hash already has a FINISHED run
 in the experiment does no work; it prints ``skip: finished as run <id>`` and returns that
@@ -102,21 +104,26 @@ class Components:
 def execute(cfg: DictConfig) -> dict:
     """Run one configured experiment and log it; returns ``{"run_id", "metrics", "evaluation", "objective"}``.
 
-    Stages (one function each): :func:`open_tracking` sends the tracking side of the job's
-    start to this process's tracking worker (:mod:`harness.tracking.worker`: look up the
-    experiment; with ``resume`` true find a FINISHED run with this config hash; close stale
-    RUNNING runs of this hash; open the MLflow run, a child of the sweep's parent run inside
-    a multirun, see :func:`harness.tracking.callbacks.parent_for_job`). While the worker does
-    that on the other core, :func:`prepare` reads the settings from the config and
-    :func:`build_components` builds the chunker and retriever (cheap; bad parameters fail
-    here, before any model or dataset is loaded), :func:`load_dataset` loads and verifies
-    the dataset, and :func:`run_pipeline` chunks, imports and loads the embedding model,
-    embeds, indexes, searches and scores (:func:`harness.experiment.pipeline.evaluate`).
-    Nothing is embedded (and for runs without embeddings nothing is chunked) before the
-    worker has answered: a FINISHED run of the same configuration makes the job a skip
-    (``"skipped": True``, see :func:`_skipped`; in a sweep the parent run records it). Then
-    :func:`log_run` logs and :func:`_print_summary` prints. Any exception marks the MLflow
-    run FAILED (KILLED for Ctrl-C / SIGTERM) with the error and is re-raised (:func:`_stopped`).
+    Stages (one function each): the tracking worker (:mod:`harness.tracking.worker`) is
+    started first, so it imports MLflow on the other core meanwhile. :func:`validate` checks
+    the whole configuration before any run exists: :func:`prepare` reads the settings,
+    :func:`build_components` builds the chunker and retriever (cheap; the model loads
+    later) and :func:`load_dataset` loads and verifies the dataset; whatever they refuse is
+    raised as a one-line :class:`~harness.experiment.errors.ConfigError` and nothing is
+    opened or logged. Then :func:`open_tracking` sends the tracking side of the job's start
+    to the worker (look up the experiment; with ``resume`` true find a FINISHED run with
+    this config hash; close stale RUNNING runs of this hash; open the MLflow run, a child of
+    the sweep's parent run inside a multirun, see
+    :func:`harness.tracking.callbacks.parent_for_job`). While the worker does that, the
+    encoder's ``preflight`` checks that the model (or endpoint) is usable and
+    :func:`run_pipeline` chunks, imports and loads the embedding model, embeds, indexes,
+    searches and scores (:func:`harness.experiment.pipeline.evaluate`). Nothing is embedded
+    (and for runs without embeddings nothing is chunked) before the worker has answered: a
+    FINISHED run of the same configuration makes the job a skip (``"skipped": True``, see
+    :func:`_skipped`, which prints the earlier run's results; in a sweep the parent run
+    records it). Then :func:`log_run` logs and :func:`_print_summary` prints (inside a sweep
+    one line per job). An exception after the run was opened marks it FAILED (KILLED for
+    Ctrl-C / SIGTERM) with the error and is re-raised (:func:`_stopped`).
 
     Logged: params (flattened config), metrics (every metric at every k, ``recall_curve``
     with ``step=k``, CIs, ``chunks.*``, ``diagnostics.*``, ``time.*_s``), tags (config hash,
@@ -133,54 +140,96 @@ def execute(cfg: DictConfig) -> dict:
         harness.tracking.worker.RunBusy: the configuration is RUNNING in another live process
             (its run, pid and host are named; ``skip: <message>`` is printed first); nothing
             was run or logged.
-        ValueError: ``resume`` is not a boolean; any config error (see
-            :mod:`harness.experiment.settings` and the builders).
+        harness.experiment.errors.ConfigError: a ValueError naming the invalid setting
+            (``resume`` not a boolean, see :mod:`harness.experiment.settings` and the
+            builders); no run was opened.
         harness.tracking.worker.TrackingWorkerError: the tracking store could not be opened
             or written (e.g. an unreachable tracking server); the message is MLflow's.
     """
     t_start = time.perf_counter()
-    run = RunSettings.from_config(cfg)
-    opening = open_tracking(cfg, run)
-    settings: Settings | None = None
-    parts: Components | None = None
+    from harness.experiment.errors import ConfigError
+    from harness.tracking.worker import stop_unused_worker, worker
+
+    worker()  # start the tracking worker now: it imports MLflow on the other core while the config is checked
     timings: dict[str, float] = {}
-    known_tags: dict[str, object] = {}  # tags known so far, set on a FAILED run too
     try:
-        # Fail fast on bad parameters, before any model or dataset is loaded; the error
-        # is still recorded on this job's (FAILED) run.
-        settings = prepare(cfg)
-        parts = build_components(cfg, settings.metrics)
-        known_tags = {
-            "chunker": parts.chunker.name,
-            "retriever": parts.retriever.name,
-            "embedding": f"{getattr(parts.encoder, 'backend', '')}/{getattr(parts.encoder, 'model_name', '')}",
-        }
+        run, settings, parts, dataset = validate(cfg, timings)
+    except ConfigError:  # nothing opened, nothing logged: no need to wait for the worker at exit
+        stop_unused_worker()
+        raise
+    opening = open_tracking(cfg, run)
+    known_tags: dict[str, object] = {  # tags known so far, set on a FAILED run too
+        "chunker": parts.chunker.name,
+        "retriever": parts.retriever.name,
+        "embedding": f"{getattr(parts.encoder, 'backend', '')}/{getattr(parts.encoder, 'model_name', '')}",
+    }
+    try:
         if parts.embeds and hasattr(parts.encoder, "run_tags"):  # e.g. embedding.precision as resolved here
             known_tags.update(parts.encoder.run_tags())
         if parts.embeds:  # model available offline, endpoint reachable, key set: checked before any chunking
             parts.encoder.preflight()
+        known_tags.update(dataset_tags(dataset))
         # the first block the model embeds waits for the worker (a skip stops the job there);
         # with every vector cached the job goes on and learns about a skip at the latest when it logs
         parts.encoder.checkpoint = opening.wait
         parts.encoder.poll = opening.check
-        dataset = load_dataset(cfg, timings)
-        known_tags.update(dataset_tags(dataset))
         opening.check()
         if not parts.embeds:
             opening.wait()  # nothing to overlap with: learn about a skip before any chunking
         ev = run_pipeline(cfg, dataset, parts, settings.metrics)
         tracker = opening.result()
     except BaseException as exc:
-        return _stopped(exc, opening, known_tags, settings)
+        return _stopped(exc, opening, known_tags, settings, run)
     finally:
-        if parts is not None:
-            parts.encoder.checkpoint = parts.encoder.poll = None
+        parts.encoder.checkpoint = parts.encoder.poll = None
     with tracker.closing():
         timings.update(ev.timings)
         timings["tracking_wait"] = opening.waited
         run_id = log_run(tracker, run, settings, parts, dataset, ev, known_tags, timings, t_start)
-    _print_summary(run.run_name, run.experiment, run.tracking_uri, run_id, ev)
+    _print_summary(run.run_name, run.experiment, run.tracking_uri, run_id, ev, timings["total"], settings.metrics.objective)
     return {"run_id": run_id, "metrics": ev.metrics, "evaluation": ev, "objective": ev.metrics[settings.metrics.objective]}
+
+
+def validate(cfg: DictConfig, timings: dict[str, float]) -> tuple[RunSettings, "Settings", Components, Any]:
+    """Check the whole configuration before any MLflow run is opened: the run, ``metrics`` and
+    ``stats`` settings (:func:`prepare`), the chunker, retriever, embedding and compression
+    constructors (:func:`build_components`; the model itself loads later) and the dataset
+    (:func:`load_dataset`: read and verified, ``timings["load"]`` in seconds).
+
+    Returns:
+        ``(run settings, settings, components, dataset)``.
+
+    Raises:
+        harness.experiment.errors.ConfigError: one line naming the setting, its value, what is
+            allowed and, for a misspelt name, the closest known one; the original error is
+            its ``__cause__``. Nothing was opened or logged.
+    """
+    with config_errors("config"):
+        run = RunSettings.from_config(cfg)
+        settings = prepare(cfg)
+    parts = build_components(cfg, settings.metrics)
+    with config_errors("dataset", cfg.get("dataset")):
+        dataset = load_dataset(cfg, timings)
+    return run, settings, parts, dataset
+
+
+@contextlib.contextmanager
+def config_errors(group: str, node: Any = None):
+    """Turn what building config group ``group`` raises (ValueError and its subclasses such as
+    ``DatasetError``, TypeError, OSError, ImportError, OmegaConf and Hydra instantiation
+    errors) into a one-line :class:`harness.experiment.errors.ConfigError`
+    (:func:`harness.experiment.errors.from_exception`); other exceptions pass unchanged."""
+    from hydra.errors import InstantiationException
+    from omegaconf.errors import OmegaConfBaseException
+
+    from harness.experiment.errors import ConfigError, from_exception
+
+    try:
+        yield
+    except ConfigError:
+        raise
+    except (ValueError, TypeError, OSError, ImportError, OmegaConfBaseException, InstantiationException) as exc:
+        raise from_exception(exc, group, node) from exc
 
 
 @dataclass(frozen=True)
@@ -231,20 +280,27 @@ def build_components(cfg: DictConfig, metrics: MetricSettings) -> Components:
     """Build the encoder (lazy), chunker, retriever, compressor and context-token counter.
 
     Raises:
-        ValueError, TypeError: invalid chunker, retriever, embedding or compression
-            parameters (the constructors name them).
+        harness.experiment.errors.ConfigError: invalid chunker, retriever, embedding or
+            compression parameters (the constructors name them; an unknown keyword gets the
+            closest setting the constructor takes).
     """
     from harness.evaluation.compression import from_config as compressor_from_config
     from harness.experiment import build
     from harness.text.units import get_counter
 
-    encoder = build.build_encoder(cfg)
-    chunker = build.build_chunker(cfg, encoder)
-    retriever = build.build_retriever(cfg, encoder)
-    check_retriever_depth(retriever, metrics)
-    # contextual compression after retrieval (None when off); bad settings fail here
-    compressor = compressor_from_config(build.to_container(cfg.compression) if "compression" in cfg else None, encoder)
-    return Components(encoder, chunker, retriever, compressor, get_counter("tokens", metrics.context_tokenizer))
+    with config_errors("embedding", cfg.get("embedding")):
+        encoder = build.build_encoder(cfg)
+    with config_errors("chunker", cfg.get("chunker")):
+        chunker = build.build_chunker(cfg, encoder)
+    with config_errors("retriever", cfg.get("retriever")):
+        retriever = build.build_retriever(cfg, encoder)
+        check_retriever_depth(retriever, metrics)
+    with config_errors("compression", cfg.get("compression")):
+        # contextual compression after retrieval (None when off); bad settings fail here
+        compressor = compressor_from_config(build.to_container(cfg.compression) if "compression" in cfg else None, encoder)
+    with config_errors("metrics"):
+        counter = get_counter("tokens", metrics.context_tokenizer)
+    return Components(encoder, chunker, retriever, compressor, counter)
 
 
 def check_retriever_depth(retriever, metrics: MetricSettings) -> None:
@@ -309,20 +365,21 @@ def run_pipeline(cfg: DictConfig, dataset, parts: Components, metrics: MetricSet
     return evaluate(dataset, chunker, retriever, metrics, tools, progress=bool(cfg.embedding.show_progress))
 
 
-def _stopped(exc: BaseException, opening, known_tags: dict[str, object], settings: Settings | None) -> dict:
-    """Handle an exception raised before the run could be logged; returns a skip result or raises.
+def _stopped(exc: BaseException, opening, known_tags: dict[str, object], settings: Settings, run: RunSettings) -> dict:
+    """Handle an exception raised after the run was requested, before it could be logged;
+    returns a skip result or raises.
 
     A skip (a FINISHED run of this configuration) returns :func:`_skipped`'s result, also
     when the job failed meanwhile (resume wins, as when the lookup came first; not for
-    Ctrl-C / SIGTERM, nor when the metrics or stats settings themselves are invalid). A
-    busy configuration prints ``skip: <message>`` and re-raises. Otherwise the error is
-    recorded on the job's run (FAILED, or KILLED for Ctrl-C / SIGTERM, with the tags known
-    so far) and re-raised; when the store could not be opened either, the job's error stands.
+    Ctrl-C / SIGTERM). A busy configuration prints ``skip: <message>`` and re-raises.
+    Otherwise the error is recorded on the job's run (FAILED, or KILLED for Ctrl-C /
+    SIGTERM, with the tags known so far) and re-raised; when the store could not be opened
+    either, the job's error stands.
     """
     from harness.tracking.worker import RunBusy, RunSkipped
 
     if isinstance(exc, RunSkipped):
-        return _skipped(exc.finished, settings.metrics.objective)
+        return _skipped(exc.finished, settings.metrics.objective, run)
     if isinstance(exc, RunBusy):  # the configuration runs in another live process: nothing was opened
         print(f"skip: {exc}")
         sys.stdout.flush()
@@ -330,9 +387,9 @@ def _stopped(exc: BaseException, opening, known_tags: dict[str, object], setting
     try:
         tracker = opening.result()
     except RunSkipped as skip:
-        if isinstance(exc, (KeyboardInterrupt, SystemExit)) or settings is None:
+        if isinstance(exc, (KeyboardInterrupt, SystemExit)):
             raise exc from None
-        return _skipped(skip.finished, settings.metrics.objective)
+        return _skipped(skip.finished, settings.metrics.objective, run)
     except BaseException:  # noqa: BLE001 - the store could not be opened either: the job's error stands
         raise exc from None
     if known_tags:
@@ -498,13 +555,18 @@ def _log_figures(tracker, ev, ks, encoder, title: str) -> None:
     tracker.log_run_figures(chars, [int(t) for t in tokens], encoder.max_seq_length, metrics, list(ks), title)
 
 
-def _skipped(finished: dict, objective: str) -> dict:
+def _skipped(finished: dict, objective: str, run: RunSettings) -> dict:
     """Result of a job skipped because a FINISHED MLflow run has its config hash.
 
+    Prints ``skip: finished as run <id>``, then, on its own, the earlier run's results as it
+    printed them (its logged ``results.txt``; the headline metrics when it has none) or,
+    inside a sweep, one line with the job's headline metrics (:func:`job_line`).
+
     Args:
-        finished: ``{"run_id": str, "metrics": {MLflow key: value}}`` of that run (see
-            :class:`harness.tracking.worker.RunSkipped`).
+        finished: ``{"run_id", "run_name", "metrics": {MLflow key: value}, "results": text or
+            None}`` of that run (see :class:`harness.tracking.worker.RunSkipped`).
         objective: ``metrics.objective`` (e.g. ``recall@5``).
+        run: the job's run settings (experiment, tracking URI, run name).
 
     Returns:
         ``{"run_id", "metrics", "evaluation": None, "objective", "skipped": True}``, with
@@ -522,7 +584,85 @@ def _skipped(finished: dict, objective: str) -> dict:
     key = mlflow_key(objective)
     if key not in logged:
         raise ValueError(f"metrics.objective={objective!r}: finished run {run_id} logged no {key!r}; rerun with resume=false")
+    name = finished.get("run_name") or run.run_name
+    position = sweep_position()
+    if position is not None:
+        print(job_line(position, name, logged, objective, logged.get("time.total_s"), status="skipped", run_id=run_id))
+    else:
+        stats = {k[len("chunks.") :]: v for k, v in logged.items() if k.startswith("chunks.")}
+        print(f"\nrun {name}  (experiment {run.experiment!r}): the results it logged; resume=false runs it again")
+        if "n_chunks" in stats and "chars_mean" in stats:
+            print(_chunk_line(stats))
+        print(finished.get("results") or headline(logged, objective))
+        print(f"MLflow run id: {run_id}")
+        print(f"tracking URI:  {run.tracking_uri}\n")
+    sys.stdout.flush()
     return {"run_id": run_id, "metrics": logged, "evaluation": None, "objective": logged[key], "skipped": True}
+
+
+def headline_names(objective: str) -> list[str]:
+    """The metrics a one-line summary shows: the objective, then recall, precision, context
+    precision and IoU at the objective's cut-off (k = 5 when it has none), each once."""
+    k = objective.rsplit("@", 1)[1] if "@" in objective and objective.rsplit("@", 1)[1].isdigit() else "5"
+    names = [objective] + [f"{family}@{k}" for family in ("recall", "precision", "context_precision", "iou")]
+    return list(dict.fromkeys(names))
+
+
+def headline(metrics: dict, objective: str) -> str:
+    """``"recall@5 0.7219  precision@5 0.0277 ..."``: :func:`headline_names` found in ``metrics``,
+    whose keys are metric names (``recall@5``) or their MLflow keys (``recall_at_5``)."""
+    from harness.evaluation.metrics import mlflow_key
+
+    parts = []
+    for name in headline_names(objective):
+        value = metrics.get(name, metrics.get(mlflow_key(name)))
+        if isinstance(value, (int, float)):
+            parts.append(f"{name} {value:.4f}")
+    return "  ".join(parts)
+
+
+def job_line(position: tuple[int, int | None], name: str, metrics: dict, objective: str, seconds, status: str = "done", run_id: str = "") -> str:
+    """One line for a sweep job that ended: ``job 2/4 done: fixed-128-0-bm25  recall@5 0.6459
+    precision@5 0.0390 ...  15.7 s  run 1fe76a79`` (``status`` ``done`` or ``skipped``;
+    ``seconds`` the job's time, omitted when None; the run id cut to 8 characters)."""
+    num, total = position
+    tail = [f"{float(seconds):.1f} s"] if isinstance(seconds, (int, float)) else []
+    if run_id:
+        tail.append(f"run {run_id[:8]}")
+    return f"job {num}/{total or '?'} {status}: {name}  {headline(metrics, objective)}" + (f"  ({', '.join(tail)})" if tail else "")
+
+
+def note_invalid_job(cfg: DictConfig, run_name: str, message: str) -> None:
+    """Record a sweep job refused for an invalid configuration on the sweep's parent run
+    (tag ``sweep.invalid.<job>``; the sweep summary lists it as INVALID). Best effort: a
+    job outside a sweep, or a store that cannot be written, records nothing (a line on
+    stderr says why for the latter)."""
+    from harness.tracking.callbacks import parent_for_job
+    from harness.tracking.tracker import artifact_root_for
+    from harness.tracking.worker import TrackingWorkerError, note_invalid
+
+    try:
+        run = RunSettings.from_config(cfg)
+    except Exception:  # noqa: BLE001 - the tracking settings themselves are invalid: nowhere to record
+        return
+    parent = parent_for_job(run.tracking_uri)
+    if parent is None:
+        return
+    from harness.experiment import build
+
+    try:
+        note_invalid(
+            cwd=os.getcwd(),
+            uri=run.tracking_uri,
+            experiment=run.experiment,
+            artifact_location=artifact_root_for(run.tracking_uri, build.PROJECT_ROOT),
+            parent=parent[0],
+            job=parent[1],
+            run_name=run_name,
+            message=message,
+        )
+    except TrackingWorkerError as exc:
+        print(f"could not record the invalid job on sweep parent run {parent[0]}: {exc}", file=sys.stderr)
 
 
 def sweep_position() -> tuple[int, int | None] | None:
@@ -598,16 +738,32 @@ def _json(obj) -> str:
     return json.dumps(obj, indent=2, sort_keys=True, default=float)
 
 
-def _print_summary(name, experiment, uri, run_id, ev) -> None:
-    table = _results_text(ev)
-    stats = ev.chunk_stats
-    print(f"\nrun {name}  (experiment {experiment!r})")
-    print(
+def _chunk_line(stats: dict) -> str:
+    """``chunks: 170, mean 742 chars / 199 model tokens; 0 exceed the model's 256-token window``
+    from chunk statistics (``n_chunks``, ``chars_mean``, optionally ``tokens_mean``, ``n_truncated``, ``max_seq_length``)."""
+    return (
         f"chunks: {int(stats['n_chunks'])}, mean {stats['chars_mean']:.0f} chars"
         + (f" / {stats['tokens_mean']:.0f} model tokens" if "tokens_mean" in stats else "")
-        + (f"; {int(stats['n_truncated'])} exceed the model's {int(stats['max_seq_length'])}-token window" if "n_truncated" in stats else "")
+        + (
+            f"; {int(stats['n_truncated'])} exceed the model's {int(stats['max_seq_length'])}-token window"
+            if "n_truncated" in stats and "max_seq_length" in stats
+            else ""
+        )
     )
-    print(table)
+
+
+def _print_summary(name, experiment, uri, run_id, ev, seconds: float, objective: str = "recall@5") -> None:
+    """Print the run's results: the whole table, or inside a sweep one line (:func:`job_line`)."""
+    position = sweep_position()
+    if position is not None:
+        print(job_line(position, name, ev.metrics, objective, seconds, run_id=run_id))
+        if ev.degenerate:
+            print("WARNING degenerate_chunking=true: every document fits in one chunk; this run compares whole documents")
+        sys.stdout.flush()
+        return
+    print(f"\nrun {name}  (experiment {experiment!r})")
+    print(_chunk_line(ev.chunk_stats))
+    print(_results_text(ev))
     if ev.degenerate:
         print("WARNING degenerate_chunking=true: every document fits in one chunk; this run compares whole documents")
     print(f"MLflow run id: {run_id}")

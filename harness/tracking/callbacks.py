@@ -11,9 +11,12 @@ Registered in ``conf/config.yaml`` under ``hydra.callbacks``. Life of a parent r
   (:func:`parent_for_job`), so it reaches joblib and Ray workers on the same machine, and
   tag their run with ``mlflow.parentRunId`` and ``harness.sweep_job``; a job skipped by
   resume records ``sweep.skipped.<job>`` on the parent instead of creating a run, a job
-  whose configuration was RUNNING in another live process ``sweep.busy.<job>`` (that run).
-* ``on_multirun_end`` (every job returned): summary (:func:`finish_sweep`), then FINISHED;
-  when a job was busy the sweep then exits with :data:`harness.tracking.tracker.EXIT_BUSY`.
+  whose configuration was RUNNING in another live process ``sweep.busy.<job>`` (that run),
+  a job refused for an invalid configuration ``sweep.invalid.<job>`` (its name and error).
+* ``on_multirun_end`` (every job returned): summary (:func:`finish_sweep`; printed as a
+  table, best first, ending with the best job: :func:`summary_text`), then FINISHED; when a
+  job had an invalid configuration the sweep then exits 2, when a job was busy with
+  :data:`harness.tracking.tracker.EXIT_BUSY`.
 * Hydra exits without ``on_multirun_end`` when a job failed (its sweepers re-raise a job's
   error once the batch is done, exit code 1), on Ctrl-C, SIGTERM or any other exception:
   an ``atexit`` hook writes the summary and closes the parent FAILED (KILLED after Ctrl-C
@@ -24,6 +27,7 @@ Registered in ``conf/config.yaml`` under ``hydra.callbacks``. Life of a parent r
 from __future__ import annotations
 
 import atexit
+import contextlib
 import json
 import math
 import os
@@ -33,7 +37,7 @@ import socket
 import sys
 import tempfile
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from hydra.experimental.callback import Callback
 from omegaconf import DictConfig
@@ -123,12 +127,15 @@ def lower_is_better(objective: str) -> bool:
     return objective.split("@", 1)[0] == "context_tokens"
 
 
-def finish_sweep(tracker, parent_run_id: str, status: str, objective: str, report: bool = True) -> dict[str, int]:
+def finish_sweep(
+    tracker, parent_run_id: str, status: str, objective: str, report: bool = True, on_summary: Callable[[Any, int | None], None] | None = None
+) -> dict[str, int]:
     """Summarise a sweep on its parent run and close it with ``status``.
 
     Logged on the parent: tags ``sweep.jobs_finished``, ``_failed``, ``_killed``,
-    ``_skipped``, ``_busy`` (counts; busy = RUNNING in another live process, the row names
-    that run); ``sweep.best_run_id``/``_run_name``/``_job`` and the metric
+    ``_skipped``, ``_busy``, ``_invalid`` (counts; busy = RUNNING in another live process,
+    the row names that run; invalid = refused for its configuration before a run was
+    created, the row's ``error`` says why); ``sweep.best_run_id``/``_run_name``/``_job`` and the metric
     ``best_<objective key>`` (e.g. ``best_recall_at_5``) for the best FINISHED or skipped job
     (highest objective; lowest for ``context_tokens@k``); in a sweep over retrievers, a tag
     ``sweep.best_retriever.<chunking>`` per chunking naming its best retriever
@@ -140,13 +147,18 @@ def finish_sweep(tracker, parent_run_id: str, status: str, objective: str, repor
     closed KILLED first. The parent is closed even when the summary fails (the failure is
     then the ``sweep.summary_error`` tag).
 
+    Args:
+        on_summary: called with the summary table (a DataFrame, the rows of
+            ``sweep_summary.csv``) and the row index of the best job (None when no job
+            has a value), e.g. to print it (:func:`summary_text`).
+
     Returns:
-        Job counts by status: ``{"FINISHED": n, "FAILED": n, "KILLED": n, "SKIPPED": n, "BUSY": n}``.
+        Job counts by status: ``{"FINISHED": n, "FAILED": n, "KILLED": n, "SKIPPED": n, "BUSY": n, "INVALID": n}``.
     """
     from harness.evaluation.metrics import mlflow_key
-    from harness.tracking.tracker import BUSY_PREFIX, JOB_TAG, MAX_TAG_VALUE, SKIPPED_PREFIX
+    from harness.tracking.tracker import BUSY_PREFIX, INVALID_PREFIX, JOB_TAG, MAX_TAG_VALUE, SKIPPED_PREFIX
 
-    counts = {"FINISHED": 0, "FAILED": 0, "KILLED": 0, "SKIPPED": 0, "BUSY": 0}
+    counts = {"FINISHED": 0, "FAILED": 0, "KILLED": 0, "SKIPPED": 0, "BUSY": 0, "INVALID": 0}
     tracker.run_id = parent_run_id
     try:
         import pandas as pd
@@ -173,6 +185,9 @@ def finish_sweep(tracker, parent_run_id: str, status: str, objective: str, repor
                 except Exception:  # noqa: BLE001 - that run was deleted since
                     name = ""
                 rows.append({"job": job, "run_name": name, "status": "BUSY", "run_id": run_id, key: math.nan})
+            elif tag.startswith(INVALID_PREFIX):  # refused before a run was created: the tag holds "<run name>: <error>"
+                name, _, error = run_id.partition(": ")
+                rows.append({"job": _job(tag[len(INVALID_PREFIX) :]), "run_name": name, "status": "INVALID", "run_id": "", key: math.nan, "error": error[:300]})
         for row in rows:
             if row["status"] in counts:
                 counts[row["status"]] += 1
@@ -196,6 +211,9 @@ def finish_sweep(tracker, parent_run_id: str, status: str, objective: str, repor
                     tracker.set_tags(
                         {re.sub(r"[^A-Za-z0-9_\-. /]", "_", f"sweep.best_retriever.{k}")[:250]: v[:MAX_TAG_VALUE] for k, v in best_retrievers.items()}
                     )
+            if on_summary is not None:
+                with contextlib.suppress(Exception):  # printing must never keep the parent open
+                    on_summary(frame, None if best is None else int(best))
             tracker.log_dataframe_csv(frame, "sweep_summary.csv")
             tracker.log_table(frame, "sweep_summary.json")
             from harness.evaluation.plots import objective_figure
@@ -277,6 +295,60 @@ def best_retriever_per_chunker(rows, key: str, lower: bool = False) -> dict[str,
         value, retriever = sorted(scored, key=lambda t: (t[0] if lower else -t[0], t[1]))[0]
         out[label] = f"{retriever} ({key} {value:.4f})"
     return out
+
+
+def summary_text(frame, best: int | None, objective: str, width: int = 8) -> str:
+    """The sweep's jobs as a text table, best first, and a last line naming the best job.
+
+    Args:
+        frame: the summary table of :func:`finish_sweep` (``job``, ``run_name``, ``status``,
+            ``run_id``, the objective's MLflow key, ``<family>_at_<k>`` columns, optionally
+            ``time.total_s`` and ``error``).
+        best: row index of the best job in ``frame``, or None.
+        objective: ``metrics.objective`` (``recall@5``; lower is better for ``context_tokens@k``).
+        width: characters of each run id shown.
+
+    Columns: job, run, status, the objective, then recall, precision, context precision
+    and IoU at the objective's cut-off (k = 5 when it has none) where logged, seconds, run
+    id; jobs without a value (failed, invalid, busy) last, in job order, with their error.
+    """
+    import pandas as pd
+
+    from harness.evaluation.metrics import mlflow_key
+
+    key = mlflow_key(objective)
+    k = objective.rsplit("@", 1)[1] if "@" in objective and objective.rsplit("@", 1)[1].isdigit() else "5"
+    names = list(dict.fromkeys([objective] + [f"{f}@{k}" for f in ("recall", "precision", "context_precision", "iou")]))
+    cols = [(n, mlflow_key(n)) for n in names if mlflow_key(n) in frame.columns]
+    valued = frame[frame["status"].isin(["FINISHED", "SKIPPED"]) & frame[key].notna()]
+    valued = valued.sort_values(key, ascending=lower_is_better(objective), kind="stable")
+    rest = frame.drop(valued.index)
+    table = pd.DataFrame(
+        {
+            "job": [int(j) for j in pd.concat([valued["job"], rest["job"]])],
+            "run": list(pd.concat([valued["run_name"], rest["run_name"]])),
+            "status": list(pd.concat([valued["status"], rest["status"]])),
+        }
+    )
+    order = list(valued.index) + list(rest.index)
+    for name, col in cols:
+        table[name] = ["" if pd.isna(frame.at[i, col]) else f"{float(frame.at[i, col]):.4f}" for i in order]
+    if "time.total_s" in frame.columns:
+        table["time_s"] = ["" if pd.isna(frame.at[i, "time.total_s"]) else f"{float(frame.at[i, 'time.total_s']):.1f}" for i in order]
+    table["run_id"] = [str(frame.at[i, "run_id"] or "")[:width] for i in order]
+    if best is not None:
+        table.insert(0, "", ["*" if i == best else "" for i in order])
+    lines = [table.to_string(index=False)]
+    if "error" in frame.columns:
+        for i in rest.index:
+            if isinstance(frame.at[i, "error"], str) and frame.at[i, "error"]:
+                lines.append(f"job {int(frame.at[i, 'job'])} {frame.at[i, 'status']}: {frame.at[i, 'error']}")
+    if best is not None:
+        top = frame.loc[best]
+        lines.append(f"best by {objective}: job {int(top['job'])} {top['run_name']} ({objective} {float(top[key]):.4f}, run {top['run_id']})")
+    else:
+        lines.append(f"best by {objective}: none (no job has a value)")
+    return "\n".join(lines)
 
 
 def _job(value: Any) -> int:
@@ -371,12 +443,17 @@ class SweepRunCallback(Callback):
         sys.stdout.flush()
 
     def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
-        """Every job returned: summarise and close the parent FINISHED; exit with
+        """Every job returned: summarise, print the job table with the best job, and close the
+        parent FINISHED; exit 2 when a job was refused for an invalid configuration, else
         :data:`harness.tracking.tracker.EXIT_BUSY` when a job was skipped because its configuration
         was RUNNING in another live process (its result is not in this sweep yet)."""
         from harness.tracking.tracker import EXIT_BUSY
 
         counts = self._close("FINISHED")
+        if counts.get("INVALID"):
+            print(f"{counts['INVALID']} job(s) refused for an invalid configuration (see the 'invalid:' lines above); no run was created for them")
+            sys.stdout.flush()
+            raise SystemExit(2)
         if counts.get("BUSY"):
             print(
                 f"{counts['BUSY']} job(s) skipped: their configuration is RUNNING in another process (see the skip lines above); rerun this sweep once those runs have ended"
@@ -398,9 +475,15 @@ class SweepRunCallback(Callback):
             return {}
         from harness.tracking.tracker import signals_deferred
 
+        tables: list[str] = []
+        objective = self._objective
         with signals_deferred():  # a Ctrl-C inside the summary would leave the parent RUNNING
-            counts = finish_sweep(tracker, parent, status, self._objective, report=self._report)
+            counts = finish_sweep(
+                tracker, parent, status, objective, report=self._report, on_summary=lambda frame, best: tables.append(summary_text(frame, best, objective))
+            )
         done = ", ".join(f"{n} {s.lower()}" for s, n in counts.items() if n)
+        if tables:
+            print("\n" + tables[0])
         print(f"sweep parent run {parent}: {status} ({done or 'no jobs'})")
         sys.stdout.flush()
         return counts

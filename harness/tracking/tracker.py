@@ -82,6 +82,9 @@ SKIPPED_PREFIX = "sweep.skipped."
 #: Prefix of the parent's tags recording a job skipped because its configuration was RUNNING
 #: in another live process: ``sweep.busy.<job>`` = that run's id.
 BUSY_PREFIX = "sweep.busy."
+#: Prefix of the parent's tags recording a job refused for an invalid configuration (no run
+#: was created): ``sweep.invalid.<job>`` = ``<run name>: <one-line error>``.
+INVALID_PREFIX = "sweep.invalid."
 #: Tags on a run naming the process that owns it: host name, pid, and the process's start
 #: time in clock ticks since boot (``/proc/<pid>/stat``; empty where unknown). Set on sweep
 #: parents and on every job's run.
@@ -658,6 +661,11 @@ class Tracker:
         """Record on a sweep's parent that job ``job`` was skipped because its configuration
         is RUNNING as ``running_run_id`` in another live process."""
         self.client.set_tag(parent_run_id, f"{BUSY_PREFIX}{int(job)}", running_run_id)
+
+    def note_invalid(self, parent_run_id: str, job: int, run_name: str, message: str) -> None:
+        """Record on a sweep's parent that job ``job`` (``run_name``) was refused for an invalid
+        configuration (``message``, one line; the tag value is cut to :data:`MAX_TAG_VALUE`)."""
+        self.client.set_tag(parent_run_id, f"{INVALID_PREFIX}{int(job)}", f"{run_name}: {message}"[:MAX_TAG_VALUE])
 
     def close_dead_sweeps(self) -> list[tuple[str, list[str]]]:
         """Close this experiment's RUNNING sweep parents whose process is gone, and their RUNNING children.

@@ -12,7 +12,8 @@ One worker serves a process (:func:`worker`; started on first use, reused by eve
 sweep, restarted if it died): ``python -m harness.tracking.worker FD`` with one end of a
 socket pair, speaking :mod:`multiprocessing.connection` messages (pickle between this
 process and its own child; nothing from elsewhere is unpickled). Requests are answered in
-order: ``("open", {...})`` claims and opens a job's run (:func:`_open`), ``("call", {...})`` calls one
+order: ``("open", {...})`` claims and opens a job's run (:func:`_open`), ``("note_invalid", {...})``
+records a sweep job with an invalid configuration on the parent run, ``("call", {...})`` calls one
 :class:`harness.tracking.tracker.Tracker` logging method on it, ``("fail", {...})`` closes it as
 FAILED/KILLED with the error, ``("end", {...})`` closes it. The job's side is
 :class:`Opening` (the pending ``open`` request) and :class:`WorkerTracker` (the run, with
@@ -104,7 +105,9 @@ class RunSkipped(Exception):
     of the job's configuration.
 
     Attributes:
-        finished: ``{"run_id": str, "metrics": {mlflow key: value}}`` of that run.
+        finished: ``{"run_id": str, "run_name": str, "metrics": {mlflow key: value},
+            "results": str | None}`` of that run (``results`` is its ``results.txt``, the
+            table the run printed; None when it has none).
     """
 
     def __init__(self, finished: Mapping[str, Any]) -> None:
@@ -136,7 +139,7 @@ class TrackingWorker:
             theirs.close()
         self.conn = Connection(ours.detach())
         self.pending = 0  # requests sent, replies not yet read
-        self.used = False  # a request was sent (until then the worker has nothing to write)
+        self.sent = 0  # requests sent in all (until the first the worker has nothing to write)
 
     @property
     def alive(self) -> bool:
@@ -150,7 +153,7 @@ class TrackingWorker:
         with signals_deferred():  # a message is written whole or not at all
             self.conn.send((op, kwargs))
             self.pending += 1
-            self.used = True
+            self.sent += 1
 
     def ready(self) -> bool:
         """True when the next reply can be read without waiting (or the worker is gone)."""
@@ -214,7 +217,7 @@ class TrackingWorker:
         nothing) has nothing to write and is killed at once."""
         with contextlib.suppress(OSError):
             self.conn.close()
-        if not self.used:  # it ignores SIGTERM (see the module docstring); nothing to lose
+        if not self.sent:  # it ignores SIGTERM (see the module docstring); nothing to lose
             with contextlib.suppress(OSError):
                 self.process.kill()
             self.process.wait()
@@ -253,6 +256,20 @@ def start_early() -> None:
     that wait about a second after its config is composed). Idempotent; a worker that is
     then never used is terminated at exit without waiting (:meth:`TrackingWorker.close`)."""
     worker()
+
+
+def stop_unused_worker() -> None:
+    """Stop this process's worker at once if it was never sent a request (e.g. a job refused
+    for its configuration before it asked for a run): nothing is open, nothing to wait for."""
+    global _worker
+    with _worker_lock:
+        if _worker is not None and _worker.sent == 0:
+            with contextlib.suppress(OSError):
+                _worker.conn.close()
+            _worker.process.kill()  # it ignores SIGTERM; it holds no run and has written nothing
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                _worker.process.wait(timeout=5)
+            _worker = None
 
 
 def _close_worker() -> None:
@@ -426,16 +443,9 @@ def _open(
         ``{"run_id": str | None, "finished": {"run_id", "metrics"} | None, "busy": BusyRun
         fields | None, "stale": [(run id, reason)]}``.
     """
-    from harness.tracking.tracker import JOB_TAG, PARENT_TAG, Owner, Tracker, process_start
+    from harness.tracking.tracker import JOB_TAG, PARENT_TAG, Owner, process_start
 
-    os.chdir(cwd)
-    for key in [k for k in os.environ if k.startswith("MLFLOW_") and k not in env]:
-        del os.environ[key]
-    os.environ.update(env)
-    key = (uri, experiment, artifact_location)
-    tracker = state["trackers"].get(key)
-    if tracker is None:
-        tracker = state["trackers"][key] = Tracker(uri, experiment, artifact_location)
+    tracker = _tracker(state, cwd, env, uri, experiment, artifact_location)
     if parent is not None:
         try:
             if tracker.get_run(parent[0]).info.status != "RUNNING":
@@ -456,12 +466,72 @@ def _open(
         done = claim.finished
         if parent is not None:
             tracker.note_skipped(parent[0], parent[1], done.info.run_id)
-        return {"run_id": None, "finished": {"run_id": done.info.run_id, "metrics": dict(done.data.metrics)}, "busy": None, "stale": claim.stale}
+        finished = {
+            "run_id": done.info.run_id,
+            "run_name": done.info.run_name or "",
+            "metrics": dict(done.data.metrics),
+            "results": logged_text(tracker, done.info.run_id, "results.txt"),
+        }
+        return {"run_id": None, "finished": finished, "busy": None, "stale": claim.stale}
     state["open"] = tracker
     state["beat"] = time.monotonic()
     tracker.log_params(params)
     tracker.log_text(config_yaml, "config.yaml")
     return {"run_id": tracker.run_id, "finished": None, "busy": None, "stale": claim.stale}
+
+
+def _tracker(state: dict, cwd: str, env: Mapping[str, str], uri: str, experiment: str, artifact_location: str | None):
+    """The worker's :class:`~harness.tracking.tracker.Tracker` of ``(uri, experiment)`` (made once),
+    after applying the job's working folder ``cwd`` and its ``MLFLOW_*`` variables ``env``."""
+    from harness.tracking.tracker import Tracker
+
+    os.chdir(cwd)
+    for key in [k for k in os.environ if k.startswith("MLFLOW_") and k not in env]:
+        del os.environ[key]
+    os.environ.update(env)
+    key = (uri, experiment, artifact_location)
+    tracker = state["trackers"].get(key)
+    if tracker is None:
+        tracker = state["trackers"][key] = Tracker(uri, experiment, artifact_location)
+    return tracker
+
+
+def logged_text(tracker, run_id: str, artifact_file: str) -> str | None:
+    """The text artifact ``artifact_file`` of run ``run_id`` (e.g. a finished run's
+    ``results.txt``), or None when it is missing or cannot be read (best effort)."""
+    import tempfile
+
+    bar = os.environ.get("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR")
+    os.environ["MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR"] = "false"  # one small file: no progress bar on the job's terminal
+    try:
+        with tempfile.TemporaryDirectory() as tmp:
+            return Path(tracker.client.download_artifacts(run_id, artifact_file, tmp)).read_text(encoding="utf-8")
+    except Exception:  # noqa: BLE001 - a run logged before the artifact existed, or a store that lost it
+        return None
+    finally:
+        if bar is None:
+            os.environ.pop("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", None)
+        else:
+            os.environ["MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR"] = bar
+
+
+def _note_invalid(state: dict, *, cwd, env, uri, experiment, artifact_location, parent, job, run_name, message) -> None:
+    """Record on a sweep's parent run ``parent`` that job ``job`` (``run_name``) has an invalid
+    configuration (``message``, one line); no run is created for it."""
+    tracker = _tracker(state, cwd, env, uri, experiment, artifact_location)
+    tracker.note_invalid(parent, job, run_name, message)
+
+
+def note_invalid(**request: Any) -> None:
+    """Ask this process's worker to record an invalid sweep job on its parent run (see
+    :func:`_note_invalid` for the fields; ``env`` defaults to this process's ``MLFLOW_*``
+    variables). Waits for the answer.
+
+    Raises:
+        TrackingWorkerError: the store could not be written.
+    """
+    request.setdefault("env", {k: v for k, v in os.environ.items() if k.startswith("MLFLOW_")})
+    worker().call("note_invalid", **request)
 
 
 def _heartbeat(state: dict) -> float:
@@ -485,6 +555,8 @@ def _heartbeat(state: dict) -> float:
 def _handle(state: dict, op: str, kwargs: dict) -> Any:
     if op == "open":
         return _open(state, **kwargs)
+    if op == "note_invalid":
+        return _note_invalid(state, **kwargs)
     tracker = state.get("open")
     if tracker is None:
         raise RuntimeError(f"tracking worker: {op!r} without an open run")

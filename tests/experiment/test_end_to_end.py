@@ -68,13 +68,14 @@ def test_semantic_threshold_run(tracking_uri):
         ("chunker.unit=lines", "chunker.unit"),
     ],
 )
-def test_config_errors_fail_fast_and_are_recorded(override, message, tracking_uri):
+def test_config_errors_fail_fast_without_a_run(override, message, tracking_uri):
+    from harness.experiment.errors import ConfigError
+
     cfg = compose(["chunker=fixed", override, f"tracking.uri={tracking_uri}"])
-    with pytest.raises(Exception, match=message):
+    with pytest.raises(ConfigError, match=message) as info:
         execute(cfg)
-    _, runs = _runs(tracking_uri, "kestrel_kb")
-    assert len(runs) == 1 and runs[0].info.status == "FAILED"
-    assert message in runs[0].data.tags["error"]
+    assert "\n" not in str(info.value)
+    assert _store_runs(tracking_uri) == []  # checked before the tracker opened a run
 
 
 @pytest.mark.parametrize(
@@ -92,8 +93,7 @@ def test_metric_and_embedding_config_errors_fail_before_work(overrides, message,
     cfg = compose([*overrides, f"tracking.uri={tracking_uri}"])
     with pytest.raises(ValueError, match=message):
         execute(cfg)
-    _, runs = _runs(tracking_uri, "kestrel_kb")
-    assert runs[0].info.status == "FAILED" and "n_documents" not in runs[0].data.tags  # dataset never loaded
+    assert _store_runs(tracking_uri) == []  # refused before any run was opened
 
 
 def test_encoder_counts_tokens_like_the_model_tokenizer(encoder):
@@ -109,12 +109,13 @@ def test_semantic_threshold_out_of_range_is_a_config_error(tracking_uri):
         execute(cfg)
 
 
-def test_bad_dataset_path_marks_run_failed(tracking_uri, tmp_path):
+def test_bad_dataset_path_is_refused_without_a_run(tracking_uri, tmp_path):
+    from harness.experiment.errors import ConfigError
+
     cfg = compose([f"dataset.path={tmp_path / 'nowhere'}", f"tracking.uri={tracking_uri}", "retriever=bm25"])
-    with pytest.raises(Exception, match="expected a corpus folder"):
+    with pytest.raises(ConfigError, match="expected a corpus folder"):
         execute(cfg)
-    _, runs = _runs(tracking_uri, "kestrel_kb")
-    assert runs[0].info.status == "FAILED"
+    assert _store_runs(tracking_uri) == []
 
 
 @pytest.mark.slow
@@ -141,16 +142,23 @@ def test_multirun_sweep_continues_after_a_failed_job(tmp_path):
         text=True,
         timeout=900,
     )
-    assert proc.returncode != 0  # the failed jobs make the sweep exit non-zero ...
+    assert proc.returncode == 2  # the invalid jobs make the sweep exit 2 ...
     _, runs = _runs(uri, "kestrel_kb")
     by_name = {r.info.run_name: r.info.status for r in runs if r.data.tags.get("harness.sweep") != "parent"}
-    assert by_name == {  # ... but every job ran and was logged
-        "fixed-0-0-bm25": "FAILED",
-        "fixed-200-0-bm25": "FINISHED",
-        "recursive-0-0-bm25": "FAILED",
-        "recursive-200-0-bm25": "FINISHED",
-    }
-    assert "MLflow run id:" in proc.stdout
+    assert by_name == {"fixed-200-0-bm25": "FINISHED", "recursive-200-0-bm25": "FINISHED"}  # ... the valid ones ran; no run for the others
+    (parent,) = [r for r in runs if r.data.tags.get("harness.sweep") == "parent"]
+    assert parent.data.tags["sweep.jobs_invalid"] == "2" and parent.data.tags["sweep.jobs_finished"] == "2"
+    assert "job 1/4 invalid: fixed-0-0-bm25: chunker.chunk_size" in proc.stderr
+
+
+def _store_runs(uri: str) -> list:
+    """Every run in the store at ``uri`` (all experiments, deleted ones too)."""
+    import mlflow
+    from mlflow.entities import ViewType
+
+    client = mlflow.MlflowClient(uri)
+    ids = [e.experiment_id for e in client.search_experiments(view_type=ViewType.ALL)]
+    return list(client.search_runs(ids, run_view_type=ViewType.ALL)) if ids else []
 
 
 def test_tracking_uri_resolution(monkeypatch, tmp_path):

@@ -67,14 +67,16 @@ def test_a_finished_configuration_is_skipped_before_anything_is_embedded(trackin
 
 
 @pytest.mark.slow
-def test_a_bad_parameter_is_recorded_failed_through_the_worker(tracking_uri):
+def test_a_failure_after_the_run_opened_is_recorded_failed_through_the_worker(tracking_uri, tmp_path):
     from harness.experiment.run import execute
 
-    with pytest.raises(ValueError, match="chunk_overlap"):
-        execute(compose([f"tracking.uri={tracking_uri}", *BM25, "chunker.chunk_size=10", "chunker.chunk_overlap=20"]))
+    blocker = tmp_path / "a-file"
+    blocker.write_text("not a folder", encoding="utf-8")  # the chunk cache cannot be created under it
+    with pytest.raises(OSError):
+        execute(compose([f"tracking.uri={tracking_uri}", *BM25, "chunker.chunk_size=10", f"cache.dir={blocker / 'cache'}"]))
     (run,) = _runs(tracking_uri)
     assert run.info.status == "FAILED"
-    assert "chunk_overlap" in run.data.tags["error"]
+    assert "a-file" in run.data.tags["error"]
     assert run.data.params["chunker.chunk_size"] == "10"  # the params were logged before the failure
 
 

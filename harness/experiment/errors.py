@@ -1,0 +1,134 @@
+"""Configuration errors as one line each: what is wrong, where, what is allowed, what was meant.
+
+A run checks its whole configuration before it opens an MLflow run (see
+:func:`harness.experiment.run.validate`): the ``metrics``/``stats`` settings, the chunker,
+retriever, embedding and compression constructors, and the dataset loader. Whatever they
+refuse becomes a :class:`ConfigError`, which ``harness run`` prints as one line on stderr
+(exit code 2, no traceback, no run in the store). Hydra's own composition errors (an
+unknown key such as ``chunker.chunk_sise=300``, an unknown option such as
+``chunker=recursiv``, a malformed override) get the same treatment through
+:func:`hydra_error_line`. Suggestions come from :mod:`difflib` (``get_close_matches``).
+"""
+
+from __future__ import annotations
+
+import difflib
+import inspect
+import re
+from typing import Any, Iterable
+
+#: Constructor arguments a run passes itself (never written in a config file).
+INJECTED = frozenset({"self", "encoder", "cache_dir"})
+
+
+class ConfigError(ValueError):
+    """A setting the run cannot use, found before any MLflow run was opened.
+
+    The message is one line naming the setting (``chunker.chunk_overlap``), the value and
+    what is allowed, with ``did you mean ...`` for a misspelt name. The original error is
+    the exception's ``__cause__``.
+    """
+
+
+def one_line(text: str) -> str:
+    """``text`` with its lines joined by ``"; "`` (blank lines and surrounding space dropped)."""
+    return "; ".join(line.strip() for line in str(text).splitlines() if line.strip())
+
+
+def did_you_mean(name: str, known: Iterable[str], prefix: str = "") -> str:
+    """``"; did you mean <prefix><closest>?"`` for the closest of ``known`` to ``name``
+    (:func:`difflib.get_close_matches`, default cut-off 0.6), else ``""``."""
+    close = difflib.get_close_matches(str(name), [str(k) for k in known], n=1)
+    return f"; did you mean {prefix}{close[0]}?" if close else ""
+
+
+def settings_of(target: str) -> list[str]:
+    """The keyword settings a ``_target_`` (class or function) accepts, in signature order,
+    without the ones a run passes itself (:data:`INJECTED`) and without ``*args``/``**kwargs``.
+    Empty when the target cannot be imported or inspected."""
+    from hydra.utils import get_object
+
+    try:
+        obj = get_object(target)
+        sig = inspect.signature(obj.__init__ if inspect.isclass(obj) else obj)
+    except Exception:  # noqa: BLE001 - a suggestion must never hide the real error
+        return []
+    kinds = (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)
+    return [p.name for p in sig.parameters.values() if p.kind in kinds and p.name not in INJECTED]
+
+
+_UNEXPECTED = re.compile(r"unexpected keyword argument '(\w+)'")
+_MISSING = re.compile(r"missing \d+ required (?:positional |keyword-only )?arguments?: (.+)$")
+
+
+def from_exception(exc: BaseException, group: str, node: Any = None) -> ConfigError:
+    """A :class:`ConfigError` for an error raised while building config group ``group``.
+
+    A ``TypeError`` for an unknown keyword (a setting added with ``+group.key=...``) names
+    the setting, the closest one the constructor takes (from its signature) and all of
+    them; a missing required argument names the settings to set; any other error keeps its
+    message (the constructors name the setting and the allowed values), on one line.
+
+    Args:
+        exc: the constructor's (or loader's) exception.
+        group: the config group, e.g. ``"chunker"``.
+        node: the group's config (for its ``_target_``), or None.
+    """
+    target = str(node.get("_target_", "")) if node is not None and hasattr(node, "get") else ""
+    text = str(exc)
+    if isinstance(exc, TypeError):
+        known = settings_of(target) if target else []
+        where = f"{group} ({target})" if target else group
+        m = _UNEXPECTED.search(text)
+        if m:
+            key = m.group(1)
+            listed = f" (settings: {', '.join(known)})" if known else ""
+            return ConfigError(f"{group}.{key}: unknown setting of {where}{did_you_mean(key, known, group + '.')}{listed}")
+        m = _MISSING.search(text)
+        if m:
+            names = [n.strip(" '\"") for n in re.split(r",| and ", m.group(1)) if n.strip(" '\"")]
+            return ConfigError(f"{', '.join(group + '.' + n for n in names)}: required by {where}, not set")
+    message = one_line(text) or type(exc).__name__
+    if isinstance(exc, (ImportError, AttributeError)) and target:  # a _target_ that does not exist
+        m = re.search(r"(No module named '[^']+'|has no attribute '[^']+')", text)
+        return ConfigError(f"{group}._target_={target!r}: cannot be imported ({m.group(1) if m else message})")
+    if isinstance(exc, OSError) and not isinstance(exc, FileNotFoundError):
+        return ConfigError(f"{group}: {message}")
+    if isinstance(exc, FileNotFoundError):
+        return ConfigError(f"{group}: file or folder not found: {message}")
+    return ConfigError(message if group in message or "." in message.split(" ", 1)[0] else f"{group}: {message}")
+
+
+def hydra_error_line(exc: BaseException) -> str | None:
+    """One line for a Hydra composition error, or None when ``exc`` is not one.
+
+    Covers an override of a key the config does not have (``chunker.chunk_sise=300``: the
+    closest key and the group's keys), an unknown option of a config group
+    (``chunker=recursiv``: the closest option and all of them), a malformed override, and a
+    missing mandatory value (``???``).
+    """
+    from hydra.errors import ConfigCompositionException, MissingConfigException, OverrideParseException
+    from omegaconf.errors import OmegaConfBaseException
+
+    cause = exc.__cause__
+    if isinstance(exc, ConfigCompositionException) and isinstance(cause, OmegaConfBaseException) and getattr(cause, "full_key", None):
+        full_key = str(cause.full_key)
+        parent = getattr(cause, "parent_node", None)
+        known = [str(k) for k in parent.keys()] if parent is not None and hasattr(parent, "keys") else []
+        head, _, key = full_key.rpartition(".")
+        prefix = head + "." if head else ""
+        if known and key not in known:
+            listed = [k for k in known if k != "_target_"]
+            return f"{full_key}: unknown setting{did_you_mean(key, listed, prefix)} ({head or 'config'} settings: {', '.join(listed)})"
+        return f"{full_key}: {one_line(str(cause).split('full_key:')[0])}"
+    if isinstance(exc, MissingConfigException) and getattr(exc, "options", None):
+        m = re.search(r"Could not find '([^']+)'", str(exc))
+        wanted = m.group(1) if m else str(getattr(exc, "missing_cfg_file", "") or "")
+        group, _, option = wanted.rpartition("/")
+        options = list(exc.options)
+        return f"{group}={option}: no such option{did_you_mean(option, options, group + '=')} (options: {', '.join(options)})"
+    if isinstance(exc, (ConfigCompositionException, MissingConfigException, OverrideParseException)):
+        return one_line(str(exc))
+    if isinstance(exc, OmegaConfBaseException):
+        return one_line(str(exc))
+    return None
