@@ -200,14 +200,23 @@ def prepare(cfg: DictConfig) -> Settings:
 def open_tracking(cfg: DictConfig, run: RunSettings):
     """Send the job's ``open`` request to the tracking worker; returns the pending
     :class:`harness.tracking.worker.Opening` (everything it logs is plain data made here:
-    flattened params without ``paths``, the resolved YAML, the config hash, package versions)."""
+    the flattened params without ``paths`` and the noise of
+    :func:`harness.tracking.tracker.logged_params`, the resolved YAML, the config hash, and
+    the tags: package versions, ``chunk_size``/``chunk_overlap``/``chunk_unit``
+    (:func:`harness.tracking.tracker.chunking_tags`) and ``harness.purpose`` when
+    ``tracking.purpose`` is set)."""
     from harness.experiment import build
     from harness.tracking.callbacks import parent_for_job
-    from harness.tracking.tracker import artifact_root_for, flatten
+    from harness.tracking.tracker import PURPOSE_TAG, artifact_root_for, chunking_tags, flatten, logged_params
     from harness.tracking.worker import Opening
 
     wall_start = time.time()
     resolved = build.to_container(cfg)
+    flat = flatten({k: v for k, v in resolved.items() if k != "paths"})
+    tags = {f"version.{k}": v for k, v in package_versions().items()}
+    tags.update(chunking_tags(flat))
+    if run.purpose:
+        tags[PURPOSE_TAG] = run.purpose
     return Opening(
         cwd=os.getcwd(),
         uri=run.tracking_uri,
@@ -217,10 +226,10 @@ def open_tracking(cfg: DictConfig, run: RunSettings):
         config_hash=build.config_hash(cfg),
         resume=run.resume,
         parent=parent_for_job(run.tracking_uri),
-        params=flatten({k: v for k, v in resolved.items() if k != "paths"}),
+        params=logged_params(flat),
         config_yaml=OmegaConf.to_yaml(cfg, resolve=True),
         start_time=wall_start,
-        tags={f"version.{k}": v for k, v in package_versions().items()},
+        tags=tags,
     )
 
 
@@ -351,13 +360,30 @@ def log_run(tracker, run: RunSettings, settings: Settings, parts: Components, da
     if report is not None:  # what the loader dropped: skipped files, queries without evidence, unlocated excerpts
         tracker.log_text(report.summary(50), "load_report.txt")
     tracker.log_dataset(_queries_frame(dataset), name=dataset.name, digest=dataset.fingerprint(), source=dataset.source)
-    tracker.log_metric_groups(metric_groups(ev, parts, report, settings))
+    log_metrics(tracker, metric_groups(ev, parts, report, settings), run, settings)
     log_artifacts(tracker, ev, parts.encoder, settings, run.run_name)
     tracker.flush()  # the worker has written everything above: the log phase includes its writes
     timings["log"] = time.perf_counter() - t0
     timings["total"] = time.perf_counter() - t_start
     tracker.log_metrics({f"time.{k}_s": v for k, v in timings.items()})
     return tracker.run_id
+
+
+def log_metrics(tracker, groups: list[tuple[dict, int]], run: RunSettings, settings: Settings) -> None:
+    """Log the step-0 values of ``groups`` (:func:`metric_groups`) as the table
+    ``metrics.json`` and, as MLflow metrics, the headline ones (``tracking.metrics=headline``)
+    or all of them (``all``), with the series of the later steps (``recall_curve``) in the
+    same batch; see :mod:`harness.tracking.headline`."""
+    from harness.tracking.headline import METRICS_TABLE, metrics_table, split
+
+    values: dict[str, float] = {}
+    for group, step in groups:
+        if step == 0:
+            values.update(group)
+    m = settings.metrics
+    to_log, headline = split(values, run.metrics_mode, m.ks, m.budgets, m.objective)
+    tracker.log_metric_groups([(to_log, 0), *[(g, step) for g, step in groups if step != 0]])
+    tracker.log_table(metrics_table(values, headline), METRICS_TABLE)
 
 
 def metric_groups(ev, parts: Components, report, settings: Settings) -> list[tuple[dict, int]]:

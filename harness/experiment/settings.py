@@ -267,26 +267,39 @@ class RunSettings:
             ``$MLFLOW_TRACKING_URI``, else the project's ``mlruns/mlflow.db``).
         experiment: MLflow experiment name (``tracking.experiment``, else the dataset name).
         run_name: MLflow run name (``tracking.run_name``, else e.g. ``recursive-254-0-faiss``).
+        metrics_mode: ``tracking.metrics``: ``headline`` logs the headline metrics as MLflow
+            metrics and every value in the ``metrics.json`` table, ``all`` logs every value
+            as an MLflow metric too (:mod:`harness.tracking.headline`).
+        purpose: ``tracking.purpose``: None for an ordinary run, else the ``harness.purpose``
+            tag (``gate``, ``bench``) that keeps the run out of ``harness compare``'s listing.
 
     Raises:
-        ValueError: ``resume`` is not a boolean.
+        ValueError: ``resume`` is not a boolean; ``metrics_mode`` is not ``headline`` or
+            ``all``; ``purpose`` is neither None nor a non-empty string.
     """
 
     resume: bool
     tracking_uri: str
     experiment: str
     run_name: str
+    metrics_mode: str = "headline"
+    purpose: str | None = None
 
     def __post_init__(self) -> None:
+        from harness.tracking.headline import check_mode
+
         if not isinstance(self.resume, bool):
             raise ValueError(f"resume must be true or false, got {self.resume!r}")
+        check_mode(self.metrics_mode)
+        if self.purpose is not None and (not isinstance(self.purpose, str) or not self.purpose.strip()):
+            raise ValueError(f"tracking.purpose must be null or a non-empty word such as gate or bench, got {self.purpose!r}")
 
     @classmethod
     def from_config(cls, cfg) -> RunSettings:
         """The settings of ``cfg`` (a composed config).
 
         Raises:
-            ValueError: ``resume`` missing or not a boolean.
+            ValueError: ``resume`` missing or not a boolean; ``tracking.metrics`` or ``tracking.purpose`` invalid.
         """
         from harness.experiment import build
         from harness.tracking.runs import experiment_name
@@ -299,4 +312,6 @@ class RunSettings:
             tracking_uri=resolve_tracking_uri(cfg.tracking.uri, build.PROJECT_ROOT),
             experiment=experiment_name(cfg),
             run_name=cfg.tracking.run_name or build.run_name(cfg),
+            metrics_mode=cfg.tracking.get("metrics", "headline"),
+            purpose=cfg.tracking.get("purpose"),
         )

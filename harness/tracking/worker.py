@@ -91,7 +91,8 @@ class RunSkipped(Exception):
     of the job's configuration.
 
     Attributes:
-        finished: ``{"run_id": str, "metrics": {mlflow key: value}}`` of that run.
+        finished: ``{"run_id": str, "metrics": {mlflow key: value}}`` of that run (every value
+            it recorded, :func:`harness.tracking.runs.metrics_of`).
     """
 
     def __init__(self, finished: Mapping[str, Any]) -> None:
@@ -425,7 +426,13 @@ def _open(
         done = claim.finished
         if parent is not None:
             tracker.note_skipped(parent[0], parent[1], done.info.run_id)
-        return {"run_id": None, "finished": {"run_id": done.info.run_id, "metrics": dict(done.data.metrics)}, "busy": None, "stale": claim.stale}
+        from harness.tracking.runs import TrackingStoreError, metrics_of
+
+        try:
+            values = metrics_of(tracker.client, done)  # MLflow metrics + the metrics.json table
+        except TrackingStoreError:  # an unreadable table: the headline metrics (the objective among them) remain
+            values = dict(done.data.metrics)
+        return {"run_id": None, "finished": {"run_id": done.info.run_id, "metrics": values}, "busy": None, "stale": claim.stale}
     state["open"] = tracker
     state["beat"] = time.monotonic()
     tracker.log_params(params)
