@@ -371,10 +371,10 @@ def log_run(tracker, run: RunSettings, settings: Settings, parts: Components, da
 
 def log_metrics(tracker, groups: list[tuple[dict, int]], run: RunSettings, settings: Settings) -> None:
     """Log the step-0 values of ``groups`` (:func:`metric_groups`) as the table
-    ``metrics.json`` and, as MLflow metrics, the headline ones (``tracking.metrics=headline``)
+    ``metrics.json`` (+ ``metrics.csv``, every digit) and, as MLflow metrics, the headline ones (``tracking.metrics=headline``)
     or all of them (``all``), with the series of the later steps (``recall_curve``) in the
     same batch; see :mod:`harness.tracking.headline`."""
-    from harness.tracking.headline import METRICS_TABLE, metrics_table, split
+    from harness.tracking.headline import METRICS_CSV, METRICS_TABLE, metrics_table, split
 
     values: dict[str, float] = {}
     for group, step in groups:
@@ -383,7 +383,9 @@ def log_metrics(tracker, groups: list[tuple[dict, int]], run: RunSettings, setti
     m = settings.metrics
     to_log, headline = split(values, run.metrics_mode, m.ks, m.budgets, m.objective)
     tracker.log_metric_groups([(to_log, 0), *[(g, step) for g, step in groups if step != 0]])
-    tracker.log_table(metrics_table(values, headline), METRICS_TABLE)
+    table = metrics_table(values, headline)
+    tracker.log_table(table, METRICS_TABLE)
+    tracker.log_dataframe_csv(table, METRICS_CSV)
 
 
 def metric_groups(ev, parts: Components, report, settings: Settings) -> list[tuple[dict, int]]:

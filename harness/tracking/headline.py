@@ -5,7 +5,8 @@ CI bounds, ``chunks.*`` statistics, ``diagnostics.*`` miss reasons, cache and em
 counters). The MLflow UI offers every metric key as a chart and a column, so a run logs
 only its **headline** metrics as MLflow metrics (``tracking.metrics=headline``, the
 default) and every value, headline ones included, in the MLflow table
-:data:`METRICS_TABLE` (``metrics.json``, one row per value with its CI bounds). With
+:data:`METRICS_TABLE` (``metrics.json``, one row per value with its CI bounds; the UI shows
+it) and its full-precision copy :data:`METRICS_CSV` (``metrics.csv``). With
 ``tracking.metrics=all`` every value is an MLflow metric as well.
 
 Headline metrics (:func:`is_headline`), MLflow keys in brackets:
@@ -35,8 +36,11 @@ from typing import Any, Iterable, Mapping, Sequence
 
 #: Values of ``tracking.metrics``.
 METRIC_MODES = ("headline", "all")
-#: Artifact file of the table holding every value of a run (an MLflow table, pandas "split" JSON).
+#: Artifact file of the table holding every value of a run (an MLflow table, pandas "split"
+#: JSON, shown by the UI; MLflow writes its numbers with 10 decimals).
 METRICS_TABLE = "metrics.json"
+#: The same table as CSV with every digit: what :func:`harness.tracking.runs.run_metrics` reads.
+METRICS_CSV = "metrics.csv"
 #: Families logged as MLflow metrics at every k of ``metrics.ks``.
 HEADLINE_AT_EVERY_K = ("recall", "precision", "context_precision", "iou", "context_tokens")
 #: Families logged as MLflow metrics at k = :data:`HEADLINE_RANK_K` only.
@@ -194,7 +198,7 @@ def metrics_table(values: Mapping[str, float], headline: Iterable[str] = ()):
 
 
 def table_values(columns: Sequence[str], data: Sequence[Sequence[Any]]) -> dict[str, float]:
-    """The values of a stored :data:`METRICS_TABLE` under their MLflow keys, CI bounds as
+    """The values of a stored :data:`METRICS_CSV` (or :data:`METRICS_TABLE`) under their MLflow keys, CI bounds as
     ``<key>_ci_low`` / ``<key>_ci_high`` (missing bounds left out; a missing value is NaN).
 
     Args:

@@ -309,21 +309,22 @@ def metrics_of(client: Any, run: Any) -> dict[str, float]:
     Raises:
         TrackingStoreError: the run lists the table but it cannot be read.
     """
-    import json
     import tempfile
 
-    from harness.tracking.headline import METRICS_TABLE, table_values
+    import pandas as pd
+
+    from harness.tracking.headline import METRICS_CSV, METRICS_TABLE, table_values
 
     metrics = dict(run.data.metrics)
     if not _has_table(run.data.tags, METRICS_TABLE):
         return metrics  # a run logged before the table existed logged every value as a metric
-    try:
+    try:  # the CSV copy: MLflow writes tables' JSON with 10 decimals, the CSV keeps every digit
         with tempfile.TemporaryDirectory() as tmp, _quiet_download():
-            local = client.download_artifacts(run.info.run_id, METRICS_TABLE, tmp)
-            stored = json.loads(Path(local).read_text(encoding="utf-8"))
-        values = table_values(stored["columns"], stored["data"])
+            local = client.download_artifacts(run.info.run_id, METRICS_CSV, tmp)
+            stored = pd.read_csv(local, keep_default_na=False, na_values=[""])
+        values = table_values(list(stored.columns), stored.astype(object).where(stored.notna(), None).to_numpy().tolist())
     except Exception as exc:  # MlflowException, OSError, a damaged file
-        raise TrackingStoreError(f"run {run.info.run_id}: cannot read its {METRICS_TABLE} table: {type(exc).__name__}: {exc}") from exc
+        raise TrackingStoreError(f"run {run.info.run_id}: cannot read its {METRICS_CSV} table: {type(exc).__name__}: {exc}") from exc
     return {**values, **metrics}
 
 
@@ -477,8 +478,8 @@ def list_runs(
         runs = [r for r in runs if r.tags.get(SWEEP_TAG) != "parent" and recall_key in r.metrics]
         if PURPOSE_TAG not in query:  # gate and benchmark runs, unless asked for by tag or filter
             runs = [r for r in runs if not r.tags.get(PURPOSE_TAG)]
-    if sort and sort not in _TEXT_COLUMNS and not any(sort in r.metrics or mlflow_key(sort) in r.metrics for r in runs):
-        runs = [with_all_metrics(uri, r) for r in runs]  # a metric kept in the runs' metrics tables only
+    if sort and sort not in _TEXT_COLUMNS:  # a metric a run may keep in its metrics table only
+        runs = [r if sort in r.metrics or mlflow_key(sort) in r.metrics else with_all_metrics(uri, r) for r in runs]
     return runs_table(runs, k=k, sort=sort, ascending=ascending, limit=limit, with_status=all_statuses)
 
 
