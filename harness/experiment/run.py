@@ -118,9 +118,11 @@ def execute(cfg: DictConfig) -> dict:
     :func:`log_run` logs and :func:`_print_summary` prints. Any exception marks the MLflow
     run FAILED (KILLED for Ctrl-C / SIGTERM) with the error and is re-raised (:func:`_stopped`).
 
-    Logged: params (flattened config), metrics (every metric at every k, ``recall_curve``
-    with ``step=k``, CIs, ``chunks.*``, ``diagnostics.*``, ``time.*_s``), tags (config hash,
-    dataset, versions) and the dataset as an MLflow dataset input (name, digest = the
+    Logged: params (flattened config without noise), metrics (the headline metrics, or every
+    value with ``tracking.metrics=all``; ``recall_curve`` with ``step=k``; ``time.*_s``), the
+    table ``metrics.json`` + ``metrics.csv`` with every value (every metric at every k, CIs,
+    ``chunks.*``, ``diagnostics.*``, counters; see :func:`log_metrics`), tags (config hash,
+    dataset, versions, chunking, ``harness.purpose``) and the dataset as an MLflow dataset input (name, digest = the
     dataset fingerprint, source = its path). Artifacts: ``config.yaml``, ``per_query.csv``
     and the MLflow table ``per_query.json``, ``chunk_stats.json``, ``miss_reasons.json``,
     ``results.txt``, ``chunk_sizes.png`` + ``chunk_sizes.json`` (histogram of characters
@@ -523,7 +525,9 @@ def _skipped(finished: dict, objective: str) -> dict:
 
     Returns:
         ``{"run_id", "metrics", "evaluation": None, "objective", "skipped": True}``, with
-        ``metrics`` the run's logged metrics under their MLflow keys (``recall_at_5``).
+        ``metrics`` every value the run recorded under MLflow keys (``recall_at_5``,
+        ``map_at_5``: its MLflow metrics and its ``metrics.json`` table,
+        :func:`harness.tracking.runs.metrics_of`).
 
     Raises:
         ValueError: the finished run has no logged value for ``metrics.objective``.
