@@ -149,3 +149,40 @@ def test_the_gate_tags_its_runs():
 
     cfg = compose_candidate(load_gate(DEFAULT_GATE), [], "gate")
     assert cfg.tracking.purpose == "gate" and cfg.tracking.run_name.startswith("gate-")
+
+
+def test_chunking_tags_follow_the_chunker_params_of_each_strategy():
+    from harness.tracking.tracker import chunking_tags
+
+    assert chunking_tags({"chunker.chunk_size": 200, "chunker.chunk_overlap": 20, "chunker.unit": "tokens"}) == {
+        "chunk_size": "200",
+        "chunk_overlap": "20",
+        "chunk_unit": "tokens",
+    }
+    # a semantic chunker's cap, a sentence chunker's overlap in sentences; nothing where a chunker has none
+    assert chunking_tags({"chunker.max_chunk_size": 400, "chunker.overlap_sentences": 1, "chunker.threshold": 0.8}) == {
+        "chunk_size": "400",
+        "chunk_overlap": "1",
+    }
+    assert chunking_tags({"chunker.chunk_size": None, "chunker.child_size": 128}) == {"chunk_size": "128"}
+
+
+def test_the_table_keeps_every_value_and_its_bounds():
+    from harness.tracking.headline import metrics_table, split, table_values
+
+    values = {"recall@5": 0.5, "recall@5_ci_low": 0.4, "recall@5_ci_high": 0.6, "map@5": 0.25, "chunks.n_chunks": 12.0, "diagnostics.missed_at_5": 0.1}
+    to_log, headline = split(values, "headline", ks=[5], budgets=[], objective="recall@5")
+    assert to_log == {"recall@5": 0.5, "chunks.n_chunks": 12.0} and headline == {"recall@5", "chunks.n_chunks"}
+    table = metrics_table(values, headline)
+    assert list(table["metric"]) == ["recall@5", "map@5", "chunks.n_chunks", "diagnostics.missed_at_5"]
+    assert (table.loc[0, "family"], table.loc[0, "k"], table.loc[2, "family"]) == ("recall", 5, "chunks")
+    back = table_values(list(table.columns), table.astype(object).where(table.notna(), None).to_numpy().tolist())
+    assert back == {
+        "recall_at_5": 0.5,
+        "recall_at_5_ci_low": 0.4,
+        "recall_at_5_ci_high": 0.6,
+        "map_at_5": 0.25,
+        "chunks.n_chunks": 12.0,
+        "diagnostics.missed_at_5": 0.1,
+    }
+    assert split(values, "all", ks=[5])[0] == values
