@@ -113,7 +113,9 @@ def _parser() -> argparse.ArgumentParser:
     ls.add_argument("--tag", action="append", default=None, metavar="KEY=VALUE", help="keep runs with this tag value (repeatable; ANDed with --filter)")
     ls.add_argument("--format", choices=LIST_FORMATS, default=None, help="markdown table (default) or csv")
     ls.add_argument("--limit", type=int, default=None, help="show at most this many runs (after sorting)")
-    ls.add_argument("--all-runs", action="store_true", help="also list unfinished, failed and sweep-parent runs, with a status column")
+    ls.add_argument(
+        "--all-runs", "--all", action="store_true", help="also list unfinished, failed, sweep-parent, gate and benchmark runs, with a status column"
+    )
     pc = p.add_argument_group("paired comparison (two or more run ids)")
     pc.add_argument("--metrics", nargs="+", default=None, help=f"per-query metric columns (default: those of {list(DEFAULT_METRICS)} present)")
     pc.add_argument("--resamples", type=int, default=None, help="bootstrap resamples and random sign patterns (default 1000)")

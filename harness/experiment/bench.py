@@ -535,7 +535,7 @@ def run_benchmarks(dataset: str = "chroma_general", quick: bool = False, tiny: b
         work = Path(tmp)
         uri = f"sqlite:///{work / 'mlflow.db'}"
         prepare_store(uri)  # create/migrate the store before timing anything
-        base = [*dsel, f"tracking.uri={uri}", "embedding.show_progress=false"]
+        base = [*dsel, f"tracking.uri={uri}", "tracking.purpose=bench", "embedding.show_progress=false"]
         if "resume" in compose([]):  # a rerun of a finished configuration must run, not be skipped
             base.append("resume=false")
         data = build.build_dataset(compose(base))

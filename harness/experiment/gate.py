@@ -424,7 +424,8 @@ def _display_path(path: Path) -> str:
 def compose_candidate(gate: Gate, cli_overrides: Sequence[str], run_name_prefix: str):
     """Compose the candidate config (gate overrides, then command-line ones, then ``resume=false``).
 
-    Sets ``tracking.run_name`` to ``<prefix>-<usual run name>`` unless an override sets it.
+    Sets ``tracking.run_name`` to ``<prefix>-<usual run name>`` and ``tracking.purpose`` to
+    ``gate`` (the run's ``harness.purpose`` tag) unless an override sets them.
 
     Raises:
         GateError: an override Hydra cannot parse or apply (the message names it), or a
@@ -444,9 +445,11 @@ def compose_candidate(gate: Gate, cli_overrides: Sequence[str], run_name_prefix:
         cfg = compose([*overrides, "resume=false"])
     except Exception as exc:  # hydra raises several exception types for bad overrides
         raise GateError(f"cannot compose the candidate config from overrides {overrides}: {type(exc).__name__}: {exc}") from exc
-    if not cfg.tracking.get("run_name"):
-        with open_dict(cfg):
+    with open_dict(cfg):
+        if not cfg.tracking.get("run_name"):
             cfg.tracking.run_name = f"{run_name_prefix}-{build.run_name(cfg)}"
+        if not cfg.tracking.get("purpose"):
+            cfg.tracking.purpose = "gate"  # tag harness.purpose=gate: out of harness compare's listing
     return cfg
 
 

@@ -135,7 +135,7 @@ def run_view(uri: str, run_id: str, workdir: str | Path):
             f"run {run.name} ({run_id}) was made on dataset fingerprint {fingerprint}, but {dataset.source} now has {dataset.fingerprint()}: "
             "the dataset changed since the run, so its spans would be drawn on other text; rerun the configuration"
         )
-    values = metric_values(run)
+    values = metric_values(run, uri)
     metrics = {m: float(per_query[m].mean()) for m in metric_names_of(per_query.columns) if pd.api.types.is_numeric_dtype(per_query[m])}
     metrics.update({k: v for k, v in values.items() if "@" in k and not k.endswith(("_ci_low", "_ci_high")) or k == "precision_omega"})
     ranking = {str(r["query"]): (list(r["ids"]), list(r["scores"])) for r in read_jsonl_gz(files["ranking.jsonl.gz"])} if files["ranking.jsonl.gz"] else {}
@@ -208,7 +208,9 @@ def sweep_report_html(uri: str, parent_run_id: str, baseline: str | None = None)
     try:
         parent, jobs = sweep_jobs(uri, parent_run_id)
         with tempfile.TemporaryDirectory() as tmp:
-            view = build_sweep_view(parent, jobs, metric_values, lambda rid: load_run(uri, rid, tmp), lambda r: report_link(uri, r), baseline=baseline)
+            view = build_sweep_view(
+                parent, jobs, lambda r: metric_values(r, uri), lambda rid: load_run(uri, rid, tmp), lambda r: report_link(uri, r), baseline=baseline
+            )
     except (UnknownRun, ValueError) as exc:
         raise ReportError(str(exc)) from exc
     return sweep_report(view)

@@ -125,9 +125,11 @@ def execute(cfg: DictConfig) -> dict:
     one line per job). An exception after the run was opened marks it FAILED (KILLED for
     Ctrl-C / SIGTERM) with the error and is re-raised (:func:`_stopped`).
 
-    Logged: params (flattened config), metrics (every metric at every k, ``recall_curve``
-    with ``step=k``, CIs, ``chunks.*``, ``diagnostics.*``, ``time.*_s``), tags (config hash,
-    dataset, versions) and the dataset as an MLflow dataset input (name, digest = the
+    Logged: params (flattened config without noise), metrics (the headline metrics, or every
+    value with ``tracking.metrics=all``; ``recall_curve`` with ``step=k``; ``time.*_s``), the
+    table ``metrics.json`` + ``metrics.csv`` with every value (every metric at every k, CIs,
+    ``chunks.*``, ``diagnostics.*``, counters; see :func:`log_metrics`), tags (config hash,
+    dataset, versions, chunking, ``harness.purpose``) and the dataset as an MLflow dataset input (name, digest = the
     dataset fingerprint, source = its path). Artifacts: ``config.yaml``, ``per_query.csv``
     and the MLflow table ``per_query.json``, ``chunk_stats.json``, ``miss_reasons.json``,
     ``results.txt``, ``chunk_sizes.png`` + ``chunk_sizes.json`` (histogram of characters
@@ -252,14 +254,23 @@ def prepare(cfg: DictConfig) -> Settings:
 def open_tracking(cfg: DictConfig, run: RunSettings):
     """Send the job's ``open`` request to the tracking worker; returns the pending
     :class:`harness.tracking.worker.Opening` (everything it logs is plain data made here:
-    flattened params without ``paths``, the resolved YAML, the config hash, package versions)."""
+    the flattened params without ``paths`` and the noise of
+    :func:`harness.tracking.tracker.logged_params`, the resolved YAML, the config hash, and
+    the tags: package versions, ``chunk_size``/``chunk_overlap``/``chunk_unit``
+    (:func:`harness.tracking.tracker.chunking_tags`) and ``harness.purpose`` when
+    ``tracking.purpose`` is set)."""
     from harness.experiment import build
     from harness.tracking.callbacks import parent_for_job
-    from harness.tracking.tracker import artifact_root_for, flatten
+    from harness.tracking.tracker import PURPOSE_TAG, artifact_root_for, chunking_tags, flatten, logged_params
     from harness.tracking.worker import Opening
 
     wall_start = time.time()
     resolved = build.to_container(cfg)
+    flat = flatten({k: v for k, v in resolved.items() if k != "paths"})
+    tags = {f"version.{k}": v for k, v in package_versions().items()}
+    tags.update(chunking_tags(flat))
+    if run.purpose:
+        tags[PURPOSE_TAG] = run.purpose
     return Opening(
         cwd=os.getcwd(),
         uri=run.tracking_uri,
@@ -269,10 +280,10 @@ def open_tracking(cfg: DictConfig, run: RunSettings):
         config_hash=build.config_hash(cfg),
         resume=run.resume,
         parent=parent_for_job(run.tracking_uri),
-        params=flatten({k: v for k, v in resolved.items() if k != "paths"}),
+        params=logged_params(flat),
         config_yaml=OmegaConf.to_yaml(cfg, resolve=True),
         start_time=wall_start,
-        tags={f"version.{k}": v for k, v in package_versions().items()},
+        tags=tags,
     )
 
 
@@ -415,7 +426,7 @@ def log_run(tracker, run: RunSettings, settings: Settings, parts: Components, da
         tracker.log_text(report.summary(50), "load_report.txt")
     tracker.log_dataset(_queries_frame(dataset), name=dataset.name, digest=dataset.fingerprint(), source=dataset.source)
     cis = confidence_intervals(ev, settings.stats) if settings.stats.bootstrap > 0 else {}
-    tracker.log_metric_groups(metric_groups(ev, parts, report, settings, cis))
+    log_metrics(tracker, metric_groups(ev, parts, report, settings, cis), run, settings)
     log_artifacts(tracker, ev, parts.encoder, settings, run.run_name)
     if run.report:  # report.html with chunks.jsonl.gz and ranking.jsonl.gz (harness.experiment.report)
         from harness.experiment.report import log_report
@@ -428,6 +439,25 @@ def log_run(tracker, run: RunSettings, settings: Settings, parts: Components, da
     timings["total"] = time.perf_counter() - t_start
     tracker.log_metrics({f"time.{k}_s": v for k, v in timings.items()})
     return tracker.run_id
+
+
+def log_metrics(tracker, groups: list[tuple[dict, int]], run: RunSettings, settings: Settings) -> None:
+    """Log the step-0 values of ``groups`` (:func:`metric_groups`) as the table
+    ``metrics.json`` (+ ``metrics.csv``, every digit) and, as MLflow metrics, the headline ones (``tracking.metrics=headline``)
+    or all of them (``all``), with the series of the later steps (``recall_curve``) in the
+    same batch; see :mod:`harness.tracking.headline`."""
+    from harness.tracking.headline import METRICS_CSV, METRICS_TABLE, metrics_table, split
+
+    values: dict[str, float] = {}
+    for group, step in groups:
+        if step == 0:
+            values.update(group)
+    m = settings.metrics
+    to_log, headline = split(values, run.metrics_mode, m.ks, m.budgets, m.objective)
+    tracker.log_metric_groups([(to_log, 0), *[(g, step) for g, step in groups if step != 0]])
+    table = metrics_table(values, headline)
+    tracker.log_table(table, METRICS_TABLE)
+    tracker.log_dataframe_csv(table, METRICS_CSV)
 
 
 def metric_groups(ev, parts: Components, report, settings: Settings, cis: dict[str, float] | None = None) -> list[tuple[dict, int]]:
@@ -570,7 +600,9 @@ def _skipped(finished: dict, objective: str, run: RunSettings) -> dict:
 
     Returns:
         ``{"run_id", "metrics", "evaluation": None, "objective", "skipped": True}``, with
-        ``metrics`` the run's logged metrics under their MLflow keys (``recall_at_5``).
+        ``metrics`` every value the run recorded under MLflow keys (``recall_at_5``,
+        ``map_at_5``: its MLflow metrics and its ``metrics.json`` table,
+        :func:`harness.tracking.runs.metrics_of`).
 
     Raises:
         ValueError: the finished run has no logged value for ``metrics.objective``.

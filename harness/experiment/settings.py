@@ -268,9 +268,15 @@ class RunSettings:
         experiment: MLflow experiment name (``tracking.experiment``, else the dataset name).
         run_name: MLflow run name (``tracking.run_name``, else e.g. ``recursive-254-0-faiss``).
         report: log ``report.html`` and the artifacts it reads (``tracking.report``, default true).
+        metrics_mode: ``tracking.metrics``: ``headline`` logs the headline metrics as MLflow
+            metrics and every value in the ``metrics.json`` table, ``all`` logs every value
+            as an MLflow metric too (:mod:`harness.tracking.headline`).
+        purpose: ``tracking.purpose``: None for an ordinary run, else the ``harness.purpose``
+            tag (``gate``, ``bench``) that keeps the run out of ``harness compare``'s listing.
 
     Raises:
-        ValueError: ``resume`` or ``tracking.report`` is not a boolean.
+        ValueError: ``resume`` or ``tracking.report`` is not a boolean; ``metrics_mode`` is not
+            ``headline`` or ``all``; ``purpose`` is neither None nor a non-empty string.
     """
 
     resume: bool
@@ -278,19 +284,26 @@ class RunSettings:
     experiment: str
     run_name: str
     report: bool = True
+    metrics_mode: str = "headline"
+    purpose: str | None = None
 
     def __post_init__(self) -> None:
+        from harness.tracking.headline import check_mode
+
         if not isinstance(self.resume, bool):
             raise ValueError(f"resume must be true or false, got {self.resume!r}")
         if not isinstance(self.report, bool):
             raise ValueError(f"tracking.report must be true or false, got {self.report!r}")
+        check_mode(self.metrics_mode)
+        if self.purpose is not None and (not isinstance(self.purpose, str) or not self.purpose.strip()):
+            raise ValueError(f"tracking.purpose must be null or a non-empty word such as gate or bench, got {self.purpose!r}")
 
     @classmethod
     def from_config(cls, cfg) -> RunSettings:
         """The settings of ``cfg`` (a composed config).
 
         Raises:
-            ValueError: ``resume`` missing or not a boolean.
+            ValueError: ``resume`` missing or not a boolean; ``tracking.metrics`` or ``tracking.purpose`` invalid.
         """
         from harness.experiment import build
         from harness.tracking.runs import experiment_name
@@ -304,4 +317,6 @@ class RunSettings:
             experiment=experiment_name(cfg),
             run_name=cfg.tracking.run_name or build.run_name(cfg),
             report=cfg.tracking.get("report", True),
+            metrics_mode=cfg.tracking.get("metrics", "headline"),
+            purpose=cfg.tracking.get("purpose"),
         )

@@ -48,6 +48,10 @@ PARENT_FILE = "mlflow_sweep.json"
 #: Longest generated parent run name (characters).
 MAX_NAME = 200
 
+#: Prefix of the parent's metric holding the best job's objective: ``sweep.best_recall_at_5``
+#: (after the jobs' own ``recall_at_5`` in the UI's alphabetical metric lists).
+BEST_PREFIX = "sweep.best_"
+
 #: Metric families copied from each child into the sweep summary (every k), in column order.
 _FAMILY_ORDER = ("recall", "precision", "iou", "context_precision", "mrr", "ndcg")
 _METRIC_COLUMNS = re.compile(rf"^({'|'.join(_FAMILY_ORDER)})_at_\d+$")
@@ -136,12 +140,13 @@ def finish_sweep(
     ``_skipped``, ``_busy``, ``_invalid`` (counts; busy = RUNNING in another live process,
     the row names that run; invalid = refused for its configuration before a run was
     created, the row's ``error`` says why); ``sweep.best_run_id``/``_run_name``/``_job`` and the metric
-    ``best_<objective key>`` (e.g. ``best_recall_at_5``) for the best FINISHED or skipped job
+    ``sweep.best_<objective key>`` (e.g. ``sweep.best_recall_at_5``) for the best FINISHED or skipped job
     (highest objective; lowest for ``context_tokens@k``); in a sweep over retrievers, a tag
     ``sweep.best_retriever.<chunking>`` per chunking naming its best retriever
     (:func:`best_retriever_per_chunker`); artifacts ``sweep_summary.csv``,
     the MLflow table ``sweep_summary.json`` (one row per job: job, run name, status, run id,
-    objective, recall/precision/IoU/... at every k, chunk count, time, error) and
+    objective, recall/precision/IoU/... at every k, chunk count, time, error; read with
+    :func:`harness.tracking.runs.metrics_of`, so values kept in a job's metrics table count) and
     ``sweep_objective.png``; with ``report`` the sweep report ``report.html``
     (:func:`log_sweep_report`). With a status other than FINISHED, children still RUNNING are
     closed KILLED first. The parent is closed even when the summary fails (the failure is
@@ -170,12 +175,13 @@ def finish_sweep(
             if state == "RUNNING" and status != "FINISHED":
                 tracker.end("KILLED", child.info.run_id)
                 state = "KILLED"
-            rows.append(_row(child, _job(child.data.tags.get(JOB_TAG)), state, key))
+            rows.append(_row(child, _job(child.data.tags.get(JOB_TAG)), state, key, _values(tracker, child)))
         parent = tracker.get_run(parent_run_id)
         for tag, run_id in parent.data.tags.items():
             if tag.startswith(SKIPPED_PREFIX):
                 try:
-                    rows.append(_row(tracker.get_run(run_id), _job(tag[len(SKIPPED_PREFIX) :]), "SKIPPED", key))
+                    done = tracker.get_run(run_id)
+                    rows.append(_row(done, _job(tag[len(SKIPPED_PREFIX) :]), "SKIPPED", key, _values(tracker, done)))
                 except Exception:  # noqa: BLE001 - the finished run was deleted since
                     rows.append({"job": _job(tag[len(SKIPPED_PREFIX) :]), "run_name": "", "status": "SKIPPED", "run_id": run_id, key: math.nan})
             elif tag.startswith(BUSY_PREFIX):  # the row names the other process's run; its values are not ours to rank
@@ -203,7 +209,7 @@ def finish_sweep(
             if not candidates.empty:
                 best = candidates[key].idxmin() if lower_is_better(objective) else candidates[key].idxmax()
                 top = frame.loc[best]
-                tracker.log_metrics({f"best_{key}": float(top[key])})
+                tracker.log_metrics({f"{BEST_PREFIX}{key}": float(top[key])})
                 tracker.set_tags({"sweep.best_run_id": top["run_id"], "sweep.best_run_name": top["run_name"], "sweep.best_job": int(top["job"])})
                 best_retrievers = best_retriever_per_chunker(candidates, key, lower_is_better(objective))
                 if best_retrievers:
@@ -254,7 +260,7 @@ def log_sweep_report(tracker, parent_run_id: str) -> None:
         os.environ["MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR"] = "false"  # no download bars at the end of the sweep's output
         try:
             with tempfile.TemporaryDirectory() as tmp:
-                view = build_sweep_view(parent, jobs, metric_values, lambda rid: load_run(uri, rid, tmp), lambda r: report_link(uri, r))
+                view = build_sweep_view(parent, jobs, lambda r: metric_values(r, uri), lambda rid: load_run(uri, rid, tmp), lambda r: report_link(uri, r))
         finally:
             if previous is None:
                 os.environ.pop("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", None)
@@ -363,8 +369,19 @@ def _metric_order(name: str) -> tuple[int, int]:
     return _FAMILY_ORDER.index(family), int(k)
 
 
-def _row(run, job: int, status: str, key: str) -> dict:
-    metrics = run.data.metrics
+def _values(tracker, run) -> dict[str, float]:
+    """Every value ``run`` recorded (:func:`harness.tracking.runs.metrics_of`); its MLflow
+    metrics alone when its metrics table cannot be read."""
+    from harness.tracking.runs import TrackingStoreError, metrics_of
+
+    try:
+        return metrics_of(tracker.client, run)
+    except TrackingStoreError:
+        return dict(run.data.metrics)
+
+
+def _row(run, job: int, status: str, key: str, metrics: dict[str, float] | None = None) -> dict:
+    metrics = run.data.metrics if metrics is None else metrics
     row = {"job": job, "run_name": run.info.run_name or "", "status": status, "run_id": run.info.run_id, key: metrics.get(key, math.nan)}
     row.update({k: v for k, v in metrics.items() if _METRIC_COLUMNS.match(k)})
     for extra in ("chunks.n_chunks", "time.total_s"):

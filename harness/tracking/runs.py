@@ -4,7 +4,8 @@ Every caller outside :mod:`harness.tracking` that needs something from the track
 comes here: the experiment name of a config (:func:`experiment_name`), the runs of an
 experiment (:func:`search_runs`, every page), one run (:func:`get_run`,
 :func:`find_run_by_name`), a run's ``per_query.csv`` (:func:`load_run`), the listing table
-of ``harness compare`` (:func:`list_runs`), and tags, metrics and text added to a run that
+of ``harness compare`` (:func:`list_runs`), every value a run recorded (:func:`run_metrics`:
+its MLflow metrics and its ``metrics.json`` table), and tags, metrics and text added to a run that
 already ended (:func:`annotate_run`, used by the release gate and the Optuna search).
 
 Runs come back as :class:`RunRecord`, plain data with no MLflow object inside, so the
@@ -27,7 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterator, Mapping, Sequence
 
-from harness.tracking.tracker import MAX_PARAMS_PER_BATCH, MAX_TAG_VALUE, SWEEP_TAG, SignalSafeClient, store_lock
+from harness.tracking.tracker import MAX_PARAMS_PER_BATCH, MAX_TAG_VALUE, PURPOSE_TAG, SWEEP_TAG, SignalSafeClient, store_lock
 
 #: MLflow's page size limit for run searches; :func:`search_runs` follows the pages.
 PAGE_SIZE = 1000
@@ -276,6 +277,101 @@ def download_artifact(uri: str, run_id: str, artifact_path: str, dest_dir: str |
         raise TrackingStoreError(f"run {run_id}: artifact {artifact_path!r} not available from {uri}: {exc}") from exc
 
 
+def _has_table(tags: Mapping[str, str], artifact_file: str) -> bool:
+    """Whether the run's ``mlflow.loggedArtifacts`` tag (set by ``log_table``) lists ``artifact_file``."""
+    import json
+
+    try:
+        return any(isinstance(a, dict) and a.get("path") == artifact_file for a in json.loads(tags.get("mlflow.loggedArtifacts") or "[]"))
+    except ValueError:
+        return False
+
+
+@contextlib.contextmanager
+def _quiet_download() -> Iterator[None]:
+    """No MLflow download progress bar on stderr for the body (unless the user's environment sets one)."""
+    import os
+
+    name = "MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR"
+    if name in os.environ:
+        yield
+        return
+    os.environ[name] = "false"
+    try:
+        yield
+    finally:
+        os.environ.pop(name, None)
+
+
+def metrics_of(client: Any, run: Any) -> dict[str, float]:
+    """Every value of an MLflow run (an ``mlflow.entities.Run`` read with ``client``): its MLflow
+    metrics merged with its :data:`harness.tracking.headline.METRICS_TABLE` table, under
+    MLflow keys. See :func:`run_metrics`; this form serves callers that hold a client and a
+    run already (the tracking worker, a sweep's parent).
+
+    Raises:
+        TrackingStoreError: the run lists the table but it cannot be read.
+    """
+    import tempfile
+
+    import pandas as pd
+
+    from harness.tracking.headline import METRICS_CSV, METRICS_TABLE, table_values
+
+    metrics = dict(run.data.metrics)
+    if not _has_table(run.data.tags, METRICS_TABLE):
+        return metrics  # a run logged before the table existed logged every value as a metric
+    try:  # the CSV copy: MLflow writes tables' JSON with 10 decimals, the CSV keeps every digit
+        with tempfile.TemporaryDirectory() as tmp, _quiet_download():
+            local = client.download_artifacts(run.info.run_id, METRICS_CSV, tmp)
+            stored = pd.read_csv(local, keep_default_na=False, na_values=[""])
+        values = table_values(list(stored.columns), stored.astype(object).where(stored.notna(), None).to_numpy().tolist())
+    except Exception as exc:  # MlflowException, OSError, a damaged file
+        raise TrackingStoreError(f"run {run.info.run_id}: cannot read its {METRICS_CSV} table: {type(exc).__name__}: {exc}") from exc
+    return {**values, **metrics}
+
+
+def run_metrics(uri: str, run_id: str) -> dict[str, float]:
+    """Every value run ``run_id`` recorded, under MLflow keys: the one reader of a run's numbers.
+
+    A run logs a short list of headline metrics as MLflow metrics and every value (headline
+    ones included, with bootstrap CI bounds) in the table ``metrics.json``
+    (:mod:`harness.tracking.headline`). This returns the union, keyed as MLflow keys:
+    ``recall_at_5``, ``map_at_10``, ``recall_at_5_ci_low`` / ``_ci_high``, ``chunks.n_chunks``,
+    ``diagnostics.missed_at_5``, ``time.total_s``, ``recall_curve`` (its value at the last
+    step) and any metric added to the run later (``gate.*``). For a run logged before the
+    table existed (or with ``tracking.metrics=all``) the MLflow metrics alone already hold
+    every value. Where both hold a key, the MLflow metric wins (they are equal when logged
+    by a run).
+
+    Raises:
+        UnknownRun: no run with that id.
+        TrackingStoreError: the store failed, or the run lists its table but it cannot be read.
+    """
+    from mlflow.exceptions import MlflowException
+
+    client = open_client(uri)
+    try:
+        run = client.get_run(run_id)
+    except MlflowException as exc:
+        if exc.error_code in ("RESOURCE_DOES_NOT_EXIST", "INVALID_PARAMETER_VALUE"):
+            raise UnknownRun(f"run {run_id!r} not found in the tracking store {uri}: {exc.message}") from exc
+        raise TrackingStoreError(f"tracking store {uri}: {exc.message}") from exc
+    return metrics_of(client, run)
+
+
+def with_all_metrics(uri: str, record: RunRecord) -> RunRecord:
+    """``record`` with ``metrics`` replaced by :func:`run_metrics` (read only when the run has a
+    metrics table; otherwise ``record`` itself)."""
+    import dataclasses
+
+    from harness.tracking.headline import METRICS_TABLE
+
+    if not _has_table(record.tags, METRICS_TABLE):
+        return record
+    return dataclasses.replace(record, metrics={**run_metrics(uri, record.run_id), **record.metrics})
+
+
 def load_run(uri: str, run_id: str, workdir: str | Path):
     """A run's tags and its ``per_query.csv`` artifact as a
     :class:`harness.evaluation.compare.LoggedRun` (``query_id`` read as text).
@@ -352,7 +448,10 @@ def list_runs(
     syntax, e.g. ``"tags.chunker = 'fixed' and params.chunker.chunk_size = '200'"``) and
     every ``KEY=VALUE`` of ``tags``; only FINISHED ones unless ``all_statuses``. A sweep's
     parent run (tag ``harness.sweep=parent``) and runs without ``recall@k`` (failed before
-    scoring) are left out unless ``all_statuses``.
+    scoring) are left out unless ``all_statuses``; so are runs of the release gate and the
+    benchmark (tag ``harness.purpose``), unless ``all_statuses`` or the filter or ``tags``
+    name ``harness.purpose``. Sorting by a metric that no listed run logged as an MLflow
+    metric reads the runs' metrics tables (:func:`run_metrics`).
 
     Raises:
         UnknownExperiment: no experiment named ``experiment`` (the message lists those that exist).
@@ -380,7 +479,15 @@ def list_runs(
     if not all_statuses:
         recall_key = mlflow_key(f"recall@{k}")
         runs = [r for r in runs if r.tags.get(SWEEP_TAG) != "parent" and recall_key in r.metrics]
+        if PURPOSE_TAG not in query:  # gate and benchmark runs, unless asked for by tag or filter
+            runs = [r for r in runs if not r.tags.get(PURPOSE_TAG)]
+    if sort and sort not in _TEXT_COLUMNS:  # a metric a run may keep in its metrics table only
+        runs = [r if sort in r.metrics or mlflow_key(sort) in r.metrics else with_all_metrics(uri, r) for r in runs]
     return runs_table(runs, k=k, sort=sort, ascending=ascending, limit=limit, with_status=all_statuses)
+
+
+#: Columns of the listing that are not metrics (sorting by one never reads metrics tables).
+_TEXT_COLUMNS = ("chunker", "size", "overlap", "unit", "retriever", "time_s", "run", "run_id", "status")
 
 
 def annotate_run(
@@ -425,14 +532,21 @@ def annotate_run(
         raise TrackingStoreError(f"tracking store {uri}: {exc.message}") from exc
 
 
-def metric_values(run: RunRecord) -> dict[str, float]:
-    """A run's logged metrics under their metric names: MLflow keys turned back, ``recall_at_5``
+def metric_values(run: RunRecord, uri: str | None = None) -> dict[str, float]:
+    """A run's recorded values under their metric names: MLflow keys turned back, ``recall_at_5``
     -> ``recall@5``, ``recall_at_5_ci_low`` -> ``recall@5_ci_low``, ``recall_at_512tok`` ->
     ``recall@512tok``; keys without ``_at_`` (``time.total_s``) unchanged.
 
-    The one place that knows how metrics are logged: the reports read metric values here.
+    With ``uri`` (the run's tracking URI) the values kept only in the run's metrics table
+    (CIs, the metrics outside the headline list: :func:`with_all_metrics`) are included;
+    without it only ``run.metrics``. The one place that knows how metrics are logged: the
+    reports read metric values here.
+
+    Raises:
+        TrackingStoreError: ``uri`` given and the run's metrics table cannot be read.
     """
-    return {key.replace("_at_", "@", 1): float(value) for key, value in run.metrics.items()}
+    metrics = with_all_metrics(uri, run).metrics if uri is not None else run.metrics
+    return {key.replace("_at_", "@", 1): float(value) for key, value in metrics.items()}
 
 
 def download_artifacts(uri: str, run_id: str, names: Sequence[str], dest_dir: str | Path) -> dict[str, Path | None]:

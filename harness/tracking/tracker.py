@@ -204,6 +204,45 @@ def flatten(cfg: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
     return out
 
 
+#: Flattened config keys not logged as params (they stay in the run's ``config.yaml``): where
+#: caches and the store live, how the run is recorded and shown, and the ``_target_`` class
+#: paths (the ``chunker``/``retriever``/``embedding`` tags name them). Left out so that MLflow's
+#: compare page, which opens its parallel-coordinates plot on the first three differing
+#: params in alphabetical order, opens on settings that change results.
+NOISE_PARAM_PREFIXES = ("cache.", "tracking.")
+NOISE_PARAMS = ("resume", "embedding.show_progress")
+#: Tag set on runs made by the release gate (``gate``) or the benchmark (``bench``) from
+#: ``tracking.purpose``; ``harness compare`` leaves such runs out of its listing.
+PURPOSE_TAG = "harness.purpose"
+#: Tags naming a run's chunking (``chunk_size``, ``chunk_overlap`` in ``chunk_unit``), for the
+#: UI's *Group by*: the first chunker param present of each tuple (as ``harness compare``'s columns).
+CHUNKING_TAGS = {
+    "chunk_size": ("chunker.chunk_size", "chunker.max_chunk_size", "chunker.child_size"),
+    "chunk_overlap": ("chunker.chunk_overlap", "chunker.overlap_sentences", "chunker.overlap_paragraphs", "chunker.child_overlap"),
+    "chunk_unit": ("chunker.unit",),
+}
+
+
+def logged_params(flat: Mapping[str, Any]) -> dict[str, Any]:
+    """The flattened config without :data:`NOISE_PARAMS`, keys under :data:`NOISE_PARAM_PREFIXES`
+    and ``_target_`` keys: the params a run logs."""
+    return {
+        k: v for k, v in flat.items() if k not in NOISE_PARAMS and not k.startswith(NOISE_PARAM_PREFIXES) and k != "_target_" and not k.endswith("._target_")
+    }
+
+
+def chunking_tags(flat: Mapping[str, Any]) -> dict[str, str]:
+    """``chunk_size``, ``chunk_overlap`` and ``chunk_unit`` tags from a flattened config
+    (:data:`CHUNKING_TAGS`; a tag is left out when its chunker has none of the params, or it is null)."""
+    out = {}
+    for tag, keys in CHUNKING_TAGS.items():
+        for key in keys:
+            if flat.get(key) is not None and str(flat[key]) not in ("", "None"):
+                out[tag] = str(flat[key])
+                break
+    return out
+
+
 def safe_param_value(value: Any) -> str:
     """String value within MLflow's limit; longer values are cut and tagged with their sha256."""
     text = "None" if value is None else str(value)

@@ -106,7 +106,8 @@ class RunSkipped(Exception):
 
     Attributes:
         finished: ``{"run_id": str, "run_name": str, "metrics": {mlflow key: value},
-            "results": str | None}`` of that run (``results`` is its ``results.txt``, the
+            "results": str | None}`` of that run (``metrics``: every value it recorded,
+            :func:`harness.tracking.runs.metrics_of`; ``results`` is its ``results.txt``, the
             table the run printed; None when it has none).
     """
 
@@ -466,10 +467,16 @@ def _open(
         done = claim.finished
         if parent is not None:
             tracker.note_skipped(parent[0], parent[1], done.info.run_id)
+        from harness.tracking.runs import TrackingStoreError, metrics_of
+
+        try:
+            values = metrics_of(tracker.client, done)  # MLflow metrics + the metrics.json table
+        except TrackingStoreError:  # an unreadable table: the headline metrics (the objective among them) remain
+            values = dict(done.data.metrics)
         finished = {
             "run_id": done.info.run_id,
             "run_name": done.info.run_name or "",
-            "metrics": dict(done.data.metrics),
+            "metrics": values,
             "results": logged_text(tracker, done.info.run_id, "results.txt"),
         }
         return {"run_id": None, "finished": finished, "busy": None, "stale": claim.stale}

@@ -106,12 +106,16 @@ def test_two_job_sweep_has_one_parent_two_children_and_their_artifacts(tmp_path,
     # the parent's summary: the best job by recall@5, and one row per job
     recalls = {r.info.run_id: r.data.metrics["recall_at_5"] for r in children}
     best_id = max(recalls, key=recalls.get)
-    assert parent.data.metrics["best_recall_at_5"] == pytest.approx(recalls[best_id])
+    assert parent.data.metrics["sweep.best_recall_at_5"] == pytest.approx(recalls[best_id])
     assert tags["sweep.best_run_id"] == best_id
     summary = _table(uri, pid, "sweep_summary.json")
     assert list(summary["job"]) == [1, 2] and list(summary["status"]) == ["FINISHED", "FINISHED"]
     assert list(summary["run_id"]) == [first.info.run_id, second.info.run_id]
     assert list(summary["recall_at_5"]) == pytest.approx([recalls[first.info.run_id], recalls[second.info.run_id]])
+    # mrr@3 is no MLflow metric of a job (only mrr@10 is): the summary reads it from the job's metrics table
+    assert "mrr_at_3" not in first.data.metrics and list(summary["mrr_at_3"]) == pytest.approx(
+        [_table(uri, r.info.run_id, "per_query.json")["mrr@3"].mean() for r in (first, second)]
+    )
     assert _png_size(_artifact(client, pid, "sweep_objective.png", tmp_path))[0] > 100
 
     # per-run artifacts of the first job
@@ -123,7 +127,7 @@ def test_two_job_sweep_has_one_parent_two_children_and_their_artifacts(tmp_path,
         width, height = _png_size(_artifact(client, rid, png, tmp_path))
         assert width >= 300 and height >= 200
     sizes = json.loads(_artifact(client, rid, "chunk_sizes.json", tmp_path))
-    n_chunks = int(run.data.metrics["chunks.n_chunks"])
+    n_chunks = int(run.data.metrics["chunks.n_chunks"])  # a headline metric: an MLflow metric
     assert sizes["n_chunks"] == n_chunks
     assert sum(sizes["chars"]["counts"]) == n_chunks == sum(sizes["tokens"]["counts"])
     # fixed 100-token windows: no chunk has more than 100 tokens of text + [CLS] + [SEP]
@@ -155,7 +159,7 @@ def test_two_job_sweep_has_one_parent_two_children_and_their_artifacts(tmp_path,
     assert new.info.status == "FINISHED"
     assert (new.data.tags["sweep.jobs_finished"], new.data.tags["sweep.jobs_skipped"]) == ("0", "2")
     assert new.data.tags["sweep.skipped.1"] == first.info.run_id and new.data.tags["sweep.skipped.2"] == second.info.run_id
-    assert new.data.metrics["best_recall_at_5"] == pytest.approx(recalls[best_id])
+    assert new.data.metrics["sweep.best_recall_at_5"] == pytest.approx(recalls[best_id])
     assert "skip: finished as run" in again.stdout
     skipped = _table(uri, new.info.run_id, "sweep_summary.json")
     assert list(skipped["status"]) == ["SKIPPED", "SKIPPED"]
@@ -183,7 +187,7 @@ def test_three_job_sweep_with_an_invalid_middle_job(tmp_path):
     assert (tags["sweep.jobs"], tags["sweep.jobs_finished"], tags["sweep.jobs_invalid"]) == ("3", "2", "1")
     assert f"sweep parent run {parent.info.run_id}: FINISHED (2 finished, 1 invalid)" in proc.stdout
     best = max(jobs[0].data.metrics["recall_at_5"], jobs[1].data.metrics["recall_at_5"])
-    assert parent.data.metrics["best_recall_at_5"] == pytest.approx(best)
+    assert parent.data.metrics["sweep.best_recall_at_5"] == pytest.approx(best)
     summary = _table(uri, parent.info.run_id, "sweep_summary.json")
     assert list(summary["status"]) == ["FINISHED", "INVALID", "FINISHED"]
     assert math.isnan(summary["recall_at_5"][1]) and "chunk_size" in summary["error"][1] and summary["run_name"][1] == "fixed-0-0-bm25"
