@@ -82,6 +82,19 @@ HASH_NEUTRAL_DEFAULTS: dict[str, dict[str, Any]] = {
         # to on this machine (MACHINE_RESOLVED), so auto = fp32 keeps every earlier hash
         "precision": "fp32",
     },
+    # the approximate-index settings: exact search (index=flat) with every other setting at its default
+    "harness.retrievers.faiss.FaissRetriever": {
+        "index": "flat",
+        "hnsw_m": 32,
+        "hnsw_ef_construction": 200,
+        "hnsw_ef_search": 128,
+        "hnsw_build_threads": 1,
+        "ivf_nlist": None,
+        "ivf_nprobe": 32,
+        "ivf_seed": 1234,
+        "ann_min_recall": 0.9,
+        "on_low_recall": "warn",
+    },
 }
 
 
