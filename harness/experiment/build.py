@@ -372,7 +372,8 @@ def run_name(cfg: DictConfig) -> str:
     ``fixed-400-0-cl100k_base-faiss``, ``semantic-threshold-0.8-faiss``,
     ``semantic-percentile-5chunks-faiss`` (``number_of_chunks=5``),
     ``fixed-400-0-cl100k_base-chroma-faiss`` (``compatible=chroma``), ``semantic-percentile-target300-cl100k_base-chroma-faiss``,
-    ``hierarchical-headings-1024-128-faiss`` (parent, child sizes), ``sentence-254-faiss``.
+    ``hierarchical-headings-1024-128-faiss`` (parent, child sizes), ``sentence-254-faiss``,
+    ``recursive-254-0-faiss-hnsw`` (``retriever.index=hnsw``).
     """
     ch = cfg.chunker
     try:
@@ -408,6 +409,8 @@ def run_name(cfg: DictConfig) -> str:
         parts.append(str(ch.compatible))  # fixed-400-0-cl100k_base-chroma-faiss
     retr = str(cfg.retriever.get("_target_", "retriever")).rsplit(".", 1)[-1].replace("Retriever", "").lower()
     parts.append(retr)
+    if cfg.retriever.get("index") in ("hnsw", "ivf"):  # an approximate FAISS index: ...-faiss-hnsw
+        parts.append(str(cfg.retriever.index))
     label = embedding_label(cfg)
     if label:  # another embedding than the packaged MiniLM: fixed-254-0-faiss-static, ...-faiss-text-embedding-3-small
         parts.append(label)

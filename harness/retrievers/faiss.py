@@ -182,6 +182,8 @@ class FaissRetriever(Retriever):
         on_low_recall: str = "warn",
     ) -> None:
         self.index_type = _check_index(index)
+        #: ``faiss`` (exact), ``faiss-hnsw`` or ``faiss-ivf``: the run's ``retriever`` tag and run-name suffix.
+        self.name = "faiss" if self.index_type == "flat" else f"faiss-{self.index_type}"
         _check_int("hnsw_m", hnsw_m, 2, "links per node")
         _check_int("hnsw_ef_construction", hnsw_ef_construction, 1, "candidates while inserting")
         _check_int("hnsw_ef_search", hnsw_ef_search, 1, "candidates while searching")
@@ -206,6 +208,12 @@ class FaissRetriever(Retriever):
                         f"retriever.{key}={given[key]!r} applies to retriever.index={other} only, but retriever.index={self.index_type}: "
                         f"set retriever.index={other} or leave {key} at {default!r}"
                     )
+        if self.index_type == "flat" and (ann_min_recall != 0.9 or on_low_recall != "warn"):
+            key, value, default = ("ann_min_recall", ann_min_recall, 0.9) if ann_min_recall != 0.9 else ("on_low_recall", on_low_recall, "warn")
+            raise ValueError(
+                f"retriever.{key}={value!r} applies to an approximate index only (retriever.index=hnsw or ivf), but retriever.index=flat: "
+                f"exact search needs no recall check; leave {key} at {default!r}"
+            )
         self.encoder = encoder
         self.query_prefix = query_prefix
         self.hnsw_m, self.hnsw_ef_construction, self.hnsw_ef_search = hnsw_m, hnsw_ef_construction, hnsw_ef_search
