@@ -194,6 +194,22 @@ ADDED_EMBEDDING_SETTINGS = (
     ("precision", "auto"),
 )
 
+#: Settings of ``retriever=faiss`` added after runs were first recorded (the approximate
+#: indexes), with the value that searches as before they existed: the pre-change hash
+#: recipes leave them out of the config they hash.
+ADDED_FAISS_SETTINGS = (
+    ("index", "flat"),
+    ("hnsw_m", 32),
+    ("hnsw_ef_construction", 200),
+    ("hnsw_ef_search", 128),
+    ("hnsw_build_threads", 1),
+    ("ivf_nlist", None),
+    ("ivf_nprobe", 32),
+    ("ivf_seed", 1234),
+    ("ann_min_recall", 0.9),
+    ("on_low_recall", "warn"),
+)
+
 
 def compose(overrides: list[str]):
     """Compose the project's Hydra config with overrides (no run directory, no chdir).

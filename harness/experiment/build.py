@@ -82,6 +82,19 @@ HASH_NEUTRAL_DEFAULTS: dict[str, dict[str, Any]] = {
         # to on this machine (MACHINE_RESOLVED), so auto = fp32 keeps every earlier hash
         "precision": "fp32",
     },
+    # the approximate-index settings: exact search (index=flat) with every other setting at its default
+    "harness.retrievers.faiss.FaissRetriever": {
+        "index": "flat",
+        "hnsw_m": 32,
+        "hnsw_ef_construction": 200,
+        "hnsw_ef_search": 128,
+        "hnsw_build_threads": 1,
+        "ivf_nlist": None,
+        "ivf_nprobe": 32,
+        "ivf_seed": 1234,
+        "ann_min_recall": 0.9,
+        "on_low_recall": "warn",
+    },
 }
 
 
@@ -359,7 +372,8 @@ def run_name(cfg: DictConfig) -> str:
     ``fixed-400-0-cl100k_base-faiss``, ``semantic-threshold-0.8-faiss``,
     ``semantic-percentile-5chunks-faiss`` (``number_of_chunks=5``),
     ``fixed-400-0-cl100k_base-chroma-faiss`` (``compatible=chroma``), ``semantic-percentile-target300-cl100k_base-chroma-faiss``,
-    ``hierarchical-headings-1024-128-faiss`` (parent, child sizes), ``sentence-254-faiss``.
+    ``hierarchical-headings-1024-128-faiss`` (parent, child sizes), ``sentence-254-faiss``,
+    ``recursive-254-0-faiss-hnsw`` (``retriever.index=hnsw``).
     """
     ch = cfg.chunker
     try:
@@ -395,6 +409,8 @@ def run_name(cfg: DictConfig) -> str:
         parts.append(str(ch.compatible))  # fixed-400-0-cl100k_base-chroma-faiss
     retr = str(cfg.retriever.get("_target_", "retriever")).rsplit(".", 1)[-1].replace("Retriever", "").lower()
     parts.append(retr)
+    if cfg.retriever.get("index") in ("hnsw", "ivf"):  # an approximate FAISS index: ...-faiss-hnsw
+        parts.append(str(cfg.retriever.index))
     label = embedding_label(cfg)
     if label:  # another embedding than the packaged MiniLM: fixed-254-0-faiss-static, ...-faiss-text-embedding-3-small
         parts.append(label)

@@ -392,11 +392,14 @@ class RerankRetriever(Retriever):
 
     def stats(self) -> dict[str, float]:
         """Counters of this retriever's reranking (``rerank.*`` metrics): pairs scored by the
-        model, pairs read from the score cache, distinct pairs over the input limit."""
+        model, pairs read from the score cache, distinct pairs over the input limit; then the
+        first stage's own (``retriever.ann_*`` of a FAISS first stage with an approximate index)."""
+        first = self.first_stage.stats() if hasattr(self.first_stage, "stats") else {}
         return {
             "rerank.pairs_scored": float(self.n_scored),
             "rerank.cache_hits": float(self.n_cache_hits),
             "rerank.pairs_over_limit": float(self.n_over_limit),
+            **first,
         }
 
 

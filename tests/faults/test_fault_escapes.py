@@ -26,7 +26,7 @@ from pathlib import Path
 
 import mlflow
 import pytest
-from conftest import ADDED_EMBEDDING_SETTINGS, PROJECT_ROOT, compose
+from conftest import ADDED_EMBEDDING_SETTINGS, ADDED_FAISS_SETTINGS, PROJECT_ROOT, compose
 
 from harness.experiment import build
 from harness.types import Document
@@ -203,6 +203,10 @@ def _old_hash(cfg) -> str:
     for key, neutral in ADDED_EMBEDDING_SETTINGS:
         if key in data.get("embedding", {}) and data["embedding"][key] == neutral and type(data["embedding"][key]) is type(neutral):
             del data["embedding"][key]
+    if data.get("retriever", {}).get("_target_") == "harness.retrievers.faiss.FaissRetriever":  # added with the approximate indexes
+        for key, neutral in ADDED_FAISS_SETTINGS:
+            if key in data["retriever"] and data["retriever"][key] == neutral and type(data["retriever"][key]) is type(neutral):
+                del data["retriever"][key]
     if data.get("chunker", {}).get("number_of_chunks", 0) is None:
         del data["chunker"]["number_of_chunks"]
     for key in ("compatible", "target_chunk_size"):  # added with the Chroma-compatible options

@@ -18,7 +18,7 @@ import warnings
 
 import numpy as np
 import pytest
-from conftest import ADDED_EMBEDDING_SETTINGS, compose
+from conftest import ADDED_EMBEDDING_SETTINGS, ADDED_FAISS_SETTINGS, compose
 
 from harness.chunkers.semantic import SemanticChunker, breakpoint_indices
 from harness.experiment import build
@@ -87,6 +87,8 @@ def test_default_semantic_config_hash_is_unchanged_and_the_option_joins_it():
     assert data["embedding"].pop("on_truncate") == "warn"  # likewise (added with the truncation warning)
     for key, neutral in ADDED_EMBEDDING_SETTINGS:
         assert data["embedding"].pop(key) == neutral  # added with the embedding backends
+    for key, neutral in ADDED_FAISS_SETTINGS:
+        assert data["retriever"].pop(key) == neutral  # added with the approximate indexes
     assert data["chunker"].pop("target_chunk_size") is None and data["chunker"].pop("compatible") is None  # added with the Chroma options
     assert data["metrics"].pop("convention") == "harness"  # added with metrics.convention=chroma
     assert data["compression"]["_target_"] == "harness.evaluation.compression.Compressor"
