@@ -33,7 +33,7 @@ import hashlib
 import os
 from abc import ABC, abstractmethod
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Iterator, Sequence
 
 import numpy as np
 
@@ -277,13 +277,10 @@ class CachedEncoder(ABC):
         items = sorted(todo.items(), key=lambda kv: len(kv[1]), reverse=True)  # similar lengths pad less
         block = 4 * self.batch_size
         show = self.show_progress and len(items) > self.batch_size
-        self._prepare()  # loaded before the first checkpoint
+        blocks = [items[i : i + block] for i in range(0, len(items), block)]
         with tqdm(total=len(items), desc=desc, unit="text", disable=not show) as bar:
-            for i in range(0, len(items), block):
-                if self.checkpoint is not None:
-                    self.checkpoint()
-                part = items[i : i + block]
-                vecs = np.asarray(self._embed_batch([t for _, t in part]), dtype=np.float32)
+            for part, vecs in self._embed_blocks(blocks):
+                vecs = np.asarray(vecs, dtype=np.float32)
                 declared = self.declared_dim
                 if vecs.ndim != 2 or vecs.shape[0] != len(part):
                     raise ValueError(f"embedding.model {self.model_name!r} returned vectors of shape {tuple(vecs.shape)} for {len(part)} texts")
@@ -297,6 +294,20 @@ class CachedEncoder(ABC):
                 self._cache.update(block_vecs)
                 self.n_encoded += len(part)
                 bar.update(len(part))
+
+    def _embed_blocks(self, blocks: list[list[tuple[str, str]]]) -> Iterator[tuple[list[tuple[str, str]], np.ndarray]]:
+        """``(block, vectors)`` for each block of ``(text key, text)`` pairs, in any order.
+
+        Default: in this process, in order, the model loaded before the first checkpoint and
+        :attr:`checkpoint` run before each block. A backend may send the blocks elsewhere
+        (``embedding.distributed=ray``: :mod:`harness.embeddings.distributed`); each block is
+        embedded by one :meth:`_embed_batch` call, so its batches are the same wherever it runs.
+        """
+        self._prepare()  # loaded before the first checkpoint
+        for part in blocks:
+            if self.checkpoint is not None:
+                self.checkpoint()
+            yield part, self._embed_batch([t for _, t in part])
 
     def count_tokens(self, texts: Sequence[str]) -> list[int]:
         """Tokens per text as the backend counts them against its window (memoised)."""
