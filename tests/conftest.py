@@ -192,6 +192,10 @@ ADDED_EMBEDDING_SETTINGS = (
     ("max_seq_length", None),
     ("trust_remote_code", False),
     ("precision", "auto"),
+    ("distributed", None),
+    ("ray_address", None),
+    ("ray_workers", None),
+    ("ray_threads", None),
 )
 
 #: Settings of ``retriever=faiss`` added after runs were first recorded (the approximate

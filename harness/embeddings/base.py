@@ -36,7 +36,7 @@ import hashlib
 import os
 from abc import ABC, abstractmethod
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Iterator, Sequence
 
 import numpy as np
 
@@ -282,13 +282,10 @@ class CachedEncoder(ABC):
         items = sorted(todo.items(), key=lambda kv: len(kv[1]), reverse=True)  # similar lengths pad less
         block = 4 * self.batch_size
         show = self.show_progress and len(items) > self.batch_size
-        self._prepare()  # loaded before the first checkpoint
+        blocks = [items[i : i + block] for i in range(0, len(items), block)]
         with tqdm(total=len(items), desc=desc, unit="text", disable=not show) as bar:
-            for i in range(0, len(items), block):
-                if self.checkpoint is not None:
-                    self.checkpoint()
-                part = items[i : i + block]
-                vecs = self._embed_block([t for _, t in part], bar)
+            for part, vecs in self._embed_blocks(blocks, bar):
+                vecs = np.asarray(vecs, dtype=np.float32)
                 declared = self.declared_dim
                 if vecs.ndim != 2 or vecs.shape[0] != len(part):
                     raise ValueError(f"embedding.model {self.model_name!r} returned vectors of shape {tuple(vecs.shape)} for {len(part)} texts")
@@ -302,29 +299,61 @@ class CachedEncoder(ABC):
                 self._cache.update(block_vecs)
                 self.n_encoded += len(part)
 
-    def _embed_block(self, texts: list[str], bar) -> np.ndarray:
-        """Vectors of one block, embedded ``batch_size`` texts per :meth:`_embed_batch` call so
-        that the progress ``bar`` advances per batch; when a call fails, the vectors of the
+    def _embed_block(self, texts: list[str], bar=None) -> np.ndarray:
+        """Vectors of one block (``(len(texts), dim)`` float32, in the order of ``texts``),
+        embedded ``batch_size`` texts per :meth:`_embed_batch` call so that the progress ``bar``
+        (a tqdm bar or None) advances per batch.
+
+        The batches are the ones sentence-transformers' ``encode`` forms from the whole block
+        (texts ordered by ``numpy.argsort`` of minus their length in characters, then cut
+        every ``batch_size``), so the vectors equal those of one call over the block, bit for
+        bit; a Ray actor embeds its blocks here too. When a call fails, the vectors of the
         batches before it are kept in the caches (they were computed, or paid for), then the
         error propagates."""
+        order = np.argsort([-len(t) for t in texts])
+        ordered = [texts[i] for i in order]
         pieces: list[np.ndarray] = []
         done = 0
         try:
-            for j in range(0, len(texts), self.batch_size):
-                batch = texts[j : j + self.batch_size]
+            for j in range(0, len(ordered), self.batch_size):
+                batch = ordered[j : j + self.batch_size]
                 pieces.append(np.asarray(self._embed_batch(batch), dtype=np.float32))
                 done += len(batch)
-                bar.update(len(batch))
+                if bar is not None:
+                    bar.update(len(batch))
         except BaseException:
             declared = self.declared_dim
             if done and all(p.ndim == 2 and (declared is None or p.shape[1] == declared) for p in pieces) and len({p.shape[1] for p in pieces}) == 1:
-                kept = {text_key(t): v for t, v in zip(texts[:done], np.concatenate(pieces))}
+                kept = {text_key(t): v for t, v in zip(ordered[:done], np.concatenate(pieces))}
                 if self._store is not None:
                     self._store.put(self.embedding_key, kept, self._describe())
                 self._cache.update(kept)
                 self.n_encoded += len(kept)
             raise
-        return np.concatenate(pieces)
+        if not pieces:
+            return np.asarray(self._embed_batch([]), dtype=np.float32)
+        vectors = np.concatenate(pieces)
+        if vectors.ndim != 2 or vectors.shape[0] != len(texts):
+            return vectors  # the caller refuses the shape, naming the model
+        out = np.empty_like(vectors)
+        out[order] = vectors
+        return out
+
+    def _embed_blocks(self, blocks: list[list[tuple[str, str]]], bar=None) -> Iterator[tuple[list[tuple[str, str]], np.ndarray]]:
+        """``(block, vectors)`` for each block of ``(text key, text)`` pairs, in any order; the
+        progress ``bar`` (tqdm or None) advances as texts are embedded.
+
+        Default: in this process, in order, the model loaded before the first checkpoint and
+        :attr:`checkpoint` run before each block. A backend may send the blocks elsewhere
+        (``embedding.distributed=ray``: :mod:`harness.embeddings.distributed`); each block is
+        embedded by :meth:`_embed_block` (``batch_size`` texts per :meth:`_embed_batch` call),
+        so its batches are the same wherever it runs.
+        """
+        self._prepare()  # loaded before the first checkpoint
+        for part in blocks:
+            if self.checkpoint is not None:
+                self.checkpoint()
+            yield part, self._embed_block([t for _, t in part], bar)
 
     def count_tokens(self, texts: Sequence[str]) -> list[int]:
         """Tokens per text as the backend counts them against its window (memoised)."""

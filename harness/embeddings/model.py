@@ -222,10 +222,21 @@ class Encoder(CachedEncoder):
             ``embedding.precision`` tag). bf16 vectors are keyed apart from fp32 ones in the
             cache; ``fp32`` keys exactly as before this setting existed. Measured effect on
             the metrics: ``docs/embeddings.md``.
+        distributed: None (default): embed in this process. ``"ray"``: the blocks that miss
+            the caches are embedded by Ray actors, each loading the model once; this process
+            reads and writes the caches, the blocks and their batches are the ones it would
+            embed itself, so the vectors are the same (:mod:`harness.embeddings.distributed`).
+        ray_address: with ``distributed="ray"``: None (``RAY_ADDRESS``, the cluster started
+            on this machine, else a new local Ray instance), ``"auto"``, ``"host:port"`` of
+            a head node or ``"ray://host:10001"`` (Ray Client).
+        ray_workers: actors, >= 1; None: the cluster's free CPUs divided by ``ray_threads``.
+        ray_threads: torch threads (and Ray CPUs) per actor, >= 1; None: this process's
+            torch thread count, as a single-process run embeds.
 
     Raises:
         ValueError: ``batch_size < 1``, an empty model name, an unknown device, ``prompts``,
-            ``precision`` or ``on_truncate``, a ``max_seq_length`` that is not a positive integer; from
+            ``precision`` or ``on_truncate``, a ``max_seq_length`` that is not a positive integer, bad
+            ``distributed`` / ``ray_*`` settings; from
             :meth:`preflight` (or first use): a model that cannot be resolved, a window over
             the model's positions, ``prompts="model"`` with a model that declares none; when
             encoding, a model whose output dimension differs from the dimension its folder
@@ -253,6 +264,10 @@ class Encoder(CachedEncoder):
         max_seq_length: int | None = None,
         trust_remote_code: bool = False,
         precision: str = "auto",
+        distributed: str | None = None,
+        ray_address: str | None = None,
+        ray_workers: int | None = None,
+        ray_threads: int | None = None,
     ) -> None:
         if not isinstance(model, str) or not model.strip():
             raise ValueError(f"embedding.model must be {DEFAULT_MODEL!r}, a local model folder or a Hugging Face hub id, got {model!r}")
@@ -263,8 +278,13 @@ class Encoder(CachedEncoder):
             raise ValueError(f"embedding.max_seq_length must be null (the model's window) or an integer >= 1, got {max_seq_length!r}")
         if not isinstance(trust_remote_code, bool):
             raise ValueError(f"embedding.trust_remote_code must be true or false, got {trust_remote_code!r}")
+        from harness.embeddings.distributed import check_settings
         from harness.runtime import resolve_precision
 
+        check_settings(distributed, ray_address, ray_workers, ray_threads)
+        self.distributed = distributed
+        self.ray_address, self.ray_workers, self.ray_threads = ray_address, ray_workers, ray_threads
+        self._ray_pool = None
         self.prompt_source = prompts
         self.precision = precision
         self.precision_used = resolve_precision(precision, str(device))
@@ -302,6 +322,10 @@ class Encoder(CachedEncoder):
                 over the model's ``max_position_embeddings``; ``prompts="model"`` with a model
                 that declares no query or document prompt.
         """
+        if self.distributed == "ray":  # Ray installed and the head reachable, before any chunking
+            from harness.embeddings.distributed import preflight
+
+            preflight(self.ray_address)
         if self._model_path is None and self.is_hub_model and looks_like_hub_id(self.model_name) and not hub_offline():
             if cached_hub_model(self.model_name) is None:
                 self._download()
@@ -515,6 +539,30 @@ class Encoder(CachedEncoder):
 
     _warned_slow_bf16 = False
 
+    def _embed_blocks(self, blocks, bar=None):
+        if self.distributed != "ray":
+            yield from super()._embed_blocks(blocks, bar)
+            return
+        from harness.embeddings.distributed import RayPool
+
+        if self._ray_pool is None:
+            recipe = {
+                "model": self.model_name,
+                "batch_size": self.batch_size,
+                "normalize": self.normalize,
+                "device": self.device,
+                "show_progress": False,
+                "on_truncate": "ignore",  # counted here; texts arrive prompted
+                "max_seq_length": self.max_seq_length_override,
+                "trust_remote_code": self.trust_remote_code,
+                "precision": self.precision_used,  # as resolved here, whatever the worker's CPU
+            }
+            self._ray_pool = RayPool(recipe, self.embedding_key, self.ray_address, self.ray_workers, self.ray_threads)
+        for part, vecs in self._ray_pool.embed_blocks(blocks, self.checkpoint):
+            if bar is not None:
+                bar.update(len(part))
+            yield part, vecs
+
     def _embed_batch(self, texts: list[str]) -> np.ndarray:
         import contextlib
 
@@ -545,8 +593,20 @@ class Encoder(CachedEncoder):
         }
 
     def run_tags(self) -> dict[str, str]:
-        """Tags a run sets about this encoder: ``embedding.precision`` (``fp32`` or ``bf16``, as resolved)."""
-        return {"embedding.precision": self.precision_used}
+        """Tags a run sets about this encoder: ``embedding.precision`` (``fp32`` or ``bf16``, as
+        resolved) and, when distributed, ``embedding.distributed`` (``ray``)."""
+        tags = {"embedding.precision": self.precision_used}
+        if self.distributed:
+            tags["embedding.distributed"] = self.distributed
+        return tags
+
+    def run_metrics(self) -> dict[str, float]:
+        """:meth:`CachedEncoder.run_metrics`, plus ``embedding.ray_workers`` (actors that
+        embedded; 0 when every text came from a cache) with ``distributed="ray"``."""
+        out = super().run_metrics()
+        if self.distributed == "ray":
+            out["embedding.ray_workers"] = float(len(self._ray_pool.actors) if self._ray_pool is not None else 0)
+        return out
 
     def _count_raw(self, texts: Sequence[str]) -> list[int]:
         if self._tokenizer is not None:  # the model's fast tokenizer, without loading weights

@@ -81,6 +81,11 @@ HASH_NEUTRAL_DEFAULTS: dict[str, dict[str, Any]] = {
         # fp32 embeds as before the setting existed; ``auto`` is hashed as what it resolves
         # to on this machine (MACHINE_RESOLVED), so auto = fp32 keeps every earlier hash
         "precision": "fp32",
+        # where the vectors are computed, not what they are (equal to this process's): null = here
+        "distributed": None,
+        "ray_address": None,
+        "ray_workers": None,
+        "ray_threads": None,
     },
     # the approximate-index settings: exact search (index=flat) with every other setting at its default
     "harness.retrievers.faiss.FaissRetriever": {
