@@ -175,7 +175,6 @@ def main(argv: list[str] | None = None) -> int:
     base = Encoder(show_progress=False, on_truncate="ignore", precision="fp32")
     model, tok, limit = base.model, base._tokenizer, base.max_seq_length
     default_threads = torch.get_num_threads()
-    texts = chunks + queries
 
     def current() -> np.ndarray:
         import warnings
@@ -186,15 +185,20 @@ def main(argv: list[str] | None = None) -> int:
             warnings.simplefilter("ignore")
             return np.concatenate([enc.encode(chunks), enc.encode(queries, role="query")])
 
+    def by_tokens(budget: int | None) -> np.ndarray:
+        # chunks and queries in separate calls, as a run embeds them
+        parts = []
+        for group in (chunks, queries):
+            sizes = word_piece_counts(tok, group)  # the window check counts them in any case
+            order = sorted(range(len(group)), key=lambda i: -sizes[i])
+            parts.append(encode_batches(model, group, batches_by(order, sizes, budget)))
+        return np.concatenate(parts)
+
     def token_sorted() -> np.ndarray:
-        sizes = word_piece_counts(tok, texts)  # the window check counts them in any case
-        order = sorted(range(len(texts)), key=lambda i: -sizes[i])
-        return encode_batches(model, texts, batches_by(order, sizes, None))
+        return by_tokens(None)
 
     def token_budget() -> np.ndarray:
-        sizes = word_piece_counts(tok, texts)
-        order = sorted(range(len(texts)), key=lambda i: -sizes[i])
-        return encode_batches(model, texts, batches_by(order, sizes, BATCH * limit))
+        return by_tokens(BATCH * limit)
 
     def pre_truncated() -> np.ndarray:
         enc = Encoder(show_progress=False, precision="fp32", on_truncate="ignore")
