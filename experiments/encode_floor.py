@@ -155,13 +155,45 @@ def interleaved(variants: dict, rounds: int, reference: str) -> dict:
     return out
 
 
+#: Where the table sits in docs/benchmark.md.
+DOCS_MARKERS = ("<!-- encode-floor:start -->", "<!-- encode-floor:end -->")
+
+
+def render_markdown(result: dict) -> str:
+    """The docs table of a result JSON: one row per variant, then padding and tokenising."""
+    lines = [
+        "| variant | torch threads | wall s | CPU s | wall / reference | CPU / reference | vectors vs reference |",
+        "|---|---:|---:|---:|---:|---:|---|",
+    ]
+    groups = (("batching_one_thread", lambda name: "1"), ("threads", lambda name: name.split("=", 1)[1]))
+    for group, threads in groups:
+        for name, v in result[group].items():
+            same = "bitwise equal" if v["bitwise_equal"] else f"differ (max {v['max_abs_diff']:.1e})"
+            lines.append(f"| {name} | {threads(name)} | {v['wall_s']:.2f} | {v['cpu_s']:.2f} | {v['wall_ratio']:.3f} | {v['cpu_ratio']:.3f} | {same} |")
+    pad, tk, texts = result["padding_current"], result["tokenize_chunks_cpu_s"], result["texts"]
+    lines.append("")
+    lines.append(
+        f"{result['dataset']}: {texts['chunks']} chunks ({texts['chunks_over_window']} over the 256-word-piece window) and "
+        f"{texts['queries']} queries; {result['rounds']} rounds; load average {result['load_average_1min']['before']} before, "
+        f"{result['load_average_1min']['after']} after, on {result['cpu_count']} cores. Padding of the shipped batches: "
+        f"{100 * pad['chunks']['waste']:.1f}% of the chunks' padded word pieces, {100 * pad['queries']['waste']:.1f}% of the queries'. "
+        f"Tokenising the chunks alone (CPU s): window check {tk['window_check_count']:.3f}, model full texts {tk['model_tokenize_full']:.3f}, "
+        f"model pre-truncated {tk['model_tokenize_pre_truncated']:.3f}. FAISS flat index of the chunks: {1000 * result['faiss_flat_build_s']:.1f} ms."
+    )
+    return "\n".join(lines)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--dataset", default="chroma_general", choices=("chroma_general", "kestrel_kb"))
     parser.add_argument("--dataset-path", type=Path, default=None, help="the dataset's folder (default: the project's copy)")
     parser.add_argument("--out", type=Path, default=None)
+    parser.add_argument("--from-json", type=Path, default=None, help="print the docs table of this JSON and exit")
     args = parser.parse_args(argv)
+    if args.from_json is not None:
+        print(render_markdown(json.loads(args.from_json.read_text(encoding="utf-8"))))
+        return 0
 
     import os
 
@@ -252,10 +284,9 @@ def main(argv: list[str] | None = None) -> int:
     result["tokenize_chunks_cpu_s"] = {k: round(statistics.median(v), 4) for k, v in tk.items()}
     w, c, _ = _timed(lambda: faiss.IndexFlatIP(ref.shape[1]).add(ref[: len(chunks)]))
     result["faiss_flat_build_s"] = round(w, 5)
-    text = json.dumps(result, indent=1)
     if args.out:
-        args.out.write_text(text + "\n", encoding="utf-8")
-    print(text)
+        args.out.write_text(json.dumps(result, indent=1) + "\n", encoding="utf-8")
+    print(render_markdown(result))
     return 0
 
 
