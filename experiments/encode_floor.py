@@ -18,6 +18,8 @@ jobs share the machine), reference ``current``:
 * ``token_sorted``: batches of 64 sorted by word pieces instead of characters.
 * ``token_budget``: batches filled up to 64 x 256 padded word pieces (short texts share a
   larger batch).
+* ``no_padding``: batches of at most 64 texts of one word-piece count each (no padding at
+  all; more, smaller batches): what removing the padding could give at most.
 * ``pre_truncated``: each chunk over the window cut, at a word boundary, right after the word
   pieces the model keeps (one tokenising with offsets, in place of the window check's), so
   the model tokenises only what it reads.
@@ -86,12 +88,16 @@ def pre_truncate(tokenizer, texts: list[str], limit: int) -> list[str]:
     return out
 
 
-def batches_by(order: list[int], sizes: list[int], budget: int | None) -> list[list[int]]:
-    """Indices in ``order`` grouped into batches of 64, or (``budget``) of at most ``budget`` padded pieces."""
+def batches_by(order: list[int], sizes: list[int], budget: int | None, exact: bool = False) -> list[list[int]]:
+    """Indices in ``order`` grouped into batches of 64, or (``budget``) of at most ``budget``
+    padded pieces; ``exact``: batches of 64 whose texts all have the same (truncated) size."""
     out, cur, longest = [], [], 0
     for i in order:
         n = min(sizes[i], 256)
         if cur and (len(cur) >= BATCH if budget is None else max(longest, n) * (len(cur) + 1) > budget):
+            out.append(cur)
+            cur, longest = [], 0
+        elif cur and exact and n != longest:
             out.append(cur)
             cur, longest = [], 0
         cur.append(i)
@@ -217,13 +223,13 @@ def main(argv: list[str] | None = None) -> int:
             warnings.simplefilter("ignore")
             return np.concatenate([enc.encode(chunks), enc.encode(queries, role="query")])
 
-    def by_tokens(budget: int | None) -> np.ndarray:
+    def by_tokens(budget: int | None, exact: bool = False) -> np.ndarray:
         # chunks and queries in separate calls, as a run embeds them
         parts = []
         for group in (chunks, queries):
             sizes = word_piece_counts(tok, group)  # the window check counts them in any case
             order = sorted(range(len(group)), key=lambda i: -sizes[i])
-            parts.append(encode_batches(model, group, batches_by(order, sizes, budget)))
+            parts.append(encode_batches(model, group, batches_by(order, sizes, budget, exact)))
         return np.concatenate(parts)
 
     def token_sorted() -> np.ndarray:
@@ -231,6 +237,9 @@ def main(argv: list[str] | None = None) -> int:
 
     def token_budget() -> np.ndarray:
         return by_tokens(BATCH * limit)
+
+    def no_padding() -> np.ndarray:
+        return by_tokens(None, exact=True)
 
     def pre_truncated() -> np.ndarray:
         enc = Encoder(show_progress=False, precision="fp32", on_truncate="ignore")
@@ -253,7 +262,9 @@ def main(argv: list[str] | None = None) -> int:
     # when other jobs share the machine (wall seconds are reported too).
     torch.set_num_threads(1)
     batching = interleaved(
-        {"current": current, "token_sorted": token_sorted, "token_budget": token_budget, "pre_truncated": pre_truncated}, args.rounds, "current"
+        {"current": current, "token_sorted": token_sorted, "token_budget": token_budget, "no_padding": no_padding, "pre_truncated": pre_truncated},
+        args.rounds,
+        "current",
     )
     torch.set_num_threads(default_threads)
     threads = interleaved({f"threads={default_threads}": current, "threads=1": with_threads(1)}, args.rounds, f"threads={default_threads}")
