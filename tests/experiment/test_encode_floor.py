@@ -36,7 +36,7 @@ def test_pre_truncated_text_keeps_the_word_pieces_the_model_reads(script):
     tok = raw_tokenizer(default_model_path() / "tokenizer.json")
     rng = random.Random(0)
     words = ["unbelievably", "tokenisation", "the", "a", "Kestrel's", "(see", "§4.2)", "naïve", "co-operate", "12,345", "東京", "résumé", "x"]
-    texts = [" ".join(rng.choice(words) for _ in range(rng.randint(1, 400))) for _ in range(40)]
+    texts = [" ".join(rng.choice(words) for _ in range(rng.randint(1, 160))) for _ in range(24)]
     limit = 64
     cut = script.pre_truncate(tok, texts, limit)
     for full, short in zip(texts, cut):
@@ -45,4 +45,4 @@ def test_pre_truncated_text_keeps_the_word_pieces_the_model_reads(script):
         assert full.startswith(short) and len(short) <= len(full)
         assert b[: limit - 2] == a[: limit - 2]  # what the model keeps is unchanged
         assert len(b) >= min(len(a), limit - 2)
-    assert sum(len(s) < len(f) for f, s in zip(texts, cut)) > 20  # most were cut
+    assert sum(len(s) < len(f) for f, s in zip(texts, cut)) > 12  # most were cut
