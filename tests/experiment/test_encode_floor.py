@@ -9,7 +9,7 @@ import pytest
 from conftest import PROJECT_ROOT
 
 SCRIPT = PROJECT_ROOT / "experiments" / "encode_floor.py"
-RESULT = PROJECT_ROOT / "experiments" / "encode_floor_kestrel_kb.json"
+RESULT = PROJECT_ROOT / "experiments" / "encode_floor_chroma_general.json"
 
 
 @pytest.fixture(scope="module")
