@@ -1,0 +1,46 @@
+"""The published fp32-vs-bf16 table is the rendering of the committed result JSON (no runs)."""
+
+import importlib.util
+import json
+
+from conftest import PROJECT_ROOT
+
+SCRIPT = PROJECT_ROOT / "experiments" / "precision_effect.py"
+RESULT = PROJECT_ROOT / "experiments" / "precision_effect.json"
+
+
+def _script():
+    spec = importlib.util.spec_from_file_location("precision_effect_script", SCRIPT)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_docs_table_is_the_rendering_of_the_committed_json():
+    script = _script()
+    data = json.loads(RESULT.read_text(encoding="utf-8"))
+    docs = (PROJECT_ROOT / "docs" / "embeddings.md").read_text(encoding="utf-8")
+    start, end = script.DOCS_MARKERS
+    assert docs.count(start) == 1 and docs.count(end) == 1, "docs/embeddings.md lost its precision-effect table markers"
+    block = docs.split(start, 1)[1].split(end, 1)[0].strip("\n")
+    assert block == script.render_markdown(data)
+
+
+def test_committed_json_covers_both_datasets_and_every_metric_consistently():
+    script = _script()
+    data = json.loads(RESULT.read_text(encoding="utf-8"))
+    assert [d["dataset"] for d in data["datasets"]] == list(script.DATASETS)
+    for ds in data["datasets"]:
+        assert [r["metric"] for r in ds["metrics"]] == list(script.METRICS)
+        for r in ds["metrics"]:
+            # invariants of a paired comparison, independent of how it was computed
+            assert abs((r["bf16"] - r["fp32"]) - r["diff"]) < 1e-9
+            assert r["ci_low"] <= r["diff"] + 1e-12 and r["diff"] <= r["ci_high"] + 1e-12
+            assert 0 < r["p"] <= 1
+            assert r["changed"] == r["higher"] + r["lower"] <= ds["n_queries"]
+            if r["changed"] == 0:
+                assert r["diff"] == 0 and r["p"] == 1
+        v = ds["vectors"]
+        assert 0.999 < v["min_cosine"] <= 1 + 1e-9
+        assert abs(v["max_abs_cosine_diff"] - (1 - v["min_cosine"])) < 1e-9
+        assert v["n_texts"] > ds["n_queries"]
