@@ -88,10 +88,36 @@ def scale_dataset(dataset: Dataset, factor: int, name: str | None = None) -> Dat
     return scaled
 
 
-def load_chroma_scaled(factor: int = 1, **kwargs) -> Dataset:
+def one_line(dataset: Dataset, name: str | None = None) -> Dataset:
+    """The whole corpus as one single-line document: the documents joined by one space, with
+    every line break (``\\n``, ``\\r``, ``\\v``, ``\\f``, U+0085, U+2028, U+2029) replaced by a
+    space (same length, so offsets inside a document only shift by where it starts).
+
+    The stress case of a long text without structure: no paragraph or line separators for a
+    chunker to cut at. Evidence spans are moved into the joined text and their excerpts get the
+    same replacement. The document id is ``dataset.name``; the name defaults to
+    ``"{dataset.name}-one-line"``.
+    """
+    table = str.maketrans({c: " " for c in "\n\r\v\f\x1c\x1d\x1e\x85\u2028\u2029"})
+    starts, pos = {}, 0
+    for d in dataset.documents:
+        starts[d.doc_id] = pos
+        pos += len(d.text) + 1
+    text = " ".join(d.text for d in dataset.documents).translate(table)
+    doc_id = dataset.name
+    queries = tuple(
+        Query(q.query_id, q.text, tuple(Evidence(doc_id, starts[e.doc_id] + e.start, starts[e.doc_id] + e.end, e.text.translate(table)) for e in q.evidence))
+        for q in dataset.queries
+    )
+    joined = Dataset(name or f"{dataset.name}-one-line", (Document(doc_id, text, {"type": "text"}),), queries, dataset.source, dataset.load_report)
+    check_dataset(joined)
+    return joined
+
+
+def load_chroma_scaled(factor: int = 1, one_document: bool = False, **kwargs) -> Dataset:
     """:func:`harness.datasets.chroma.load_chroma_general` (``kwargs`` are its arguments,
     e.g. ``name``), scaled by :func:`scale_dataset` and named ``"{name}-x{factor}"``
-    (just ``name`` at ``factor == 1``).
+    (just ``name`` at ``factor == 1``); with ``one_document`` then joined by :func:`one_line`.
 
     Raises:
         ValueError: ``factor`` is not an int >= 1 (before anything is read).
@@ -99,4 +125,5 @@ def load_chroma_scaled(factor: int = 1, **kwargs) -> Dataset:
     """
     if isinstance(factor, bool) or not isinstance(factor, int) or factor < 1:
         raise ValueError(f"dataset.factor must be an int >= 1 (copies of each document), got {factor!r}")
-    return scale_dataset(load_chroma_general(**kwargs), factor)
+    scaled = scale_dataset(load_chroma_general(**kwargs), factor)
+    return one_line(scaled) if one_document else scaled
