@@ -218,6 +218,12 @@ class ChunkLookup:
         for c in chunks:
             self.by_doc.setdefault(c.doc_id, []).append(c)
         self.union = {d: sp.merge(s for c in cs for s in c.spans) for d, cs in self.by_doc.items()}
+        # per document: chunk positions sorted by start, their starts, and the longest chunk
+        # (end - start), so the chunks that can hold [lo, hi) are found by bisection
+        self._order: dict[str, tuple[list[int], list[int], int]] = {}
+        for d, cs in self.by_doc.items():
+            order = sorted(range(len(cs)), key=lambda i: cs[i].start)
+            self._order[d] = (order, [cs[i].start for i in order], max(c.end - c.start for c in cs))
         self.max_seq_length = max_seq_length
         self.token_spans = token_spans
         self._embedded: dict[str, list[Span]] = {}
@@ -244,10 +250,22 @@ class ChunkLookup:
         key = (doc_id, runs[0][0], runs[-1][1])
         got = self._containing.get(key)
         if got is None:
-            lo, hi = key[1], key[2]
-            got = [c for c in self.by_doc.get(doc_id, ()) if c.start <= lo and c.end >= hi and _covered(runs, sp.merge(c.spans))]
-            self._containing[key] = got
+            got = self._containing[key] = self._find_containing(doc_id, runs, key[1], key[2])
         return got
+
+    def _find_containing(self, doc_id: str, runs: list[Span], lo: int, hi: int) -> list[Chunk]:
+        """The chunks of ``doc_id`` (in indexing order) with ``start <= lo``, ``end >= hi`` that
+        cover ``runs``. A chunk ending at or after ``hi`` and no longer than the longest one
+        starts at or after ``hi - longest``: only the chunks starting in ``[hi - longest, lo]``
+        are tested (found by bisection in the start-sorted order), not every chunk of the document."""
+        chunks = self.by_doc.get(doc_id)
+        if not chunks:
+            return []
+        order, starts, longest = self._order[doc_id]
+        first = bisect.bisect_left(starts, hi - longest)
+        last = bisect.bisect_right(starts, lo)
+        found = sorted(i for i in order[first:last] if chunks[i].end >= hi and _covered(runs, sp.merge(chunks[i].spans)))
+        return [chunks[i] for i in found]
 
     def status(self, doc_id: str, runs: list[Span]) -> str:
         """:data:`CONTAINED`, :data:`SPLIT` or :data:`UNCOVERED` for content ``runs`` of one span."""

@@ -1,0 +1,42 @@
+"""Fast paths for large corpora equal the straightforward computations they replace (property tests)."""
+
+from __future__ import annotations
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from harness.evaluation import diagnostics as dg
+from harness.evaluation.metrics import span as sp
+from harness.types import Chunk, Document
+
+DOC = Document("d", "x" * 400)
+
+
+@st.composite
+def chunk_sets(draw):
+    """Chunks of one 400-character document: overlapping, nested and multi-span ones included."""
+    chunks = {}
+    for _ in range(draw(st.integers(1, 25))):
+        cuts = sorted(draw(st.sets(st.integers(0, 400), min_size=2, max_size=6)))
+        spans = [(a, b) for a, b in zip(cuts[::2], cuts[1::2]) if b > a]
+        if spans:
+            c = Chunk.from_spans(DOC, spans)
+            chunks.setdefault(c.chunk_id, c)
+    return list(chunks.values())
+
+
+@st.composite
+def run_lists(draw):
+    cuts = sorted(draw(st.sets(st.integers(0, 400), min_size=2, max_size=6)))
+    return [(a, b) for a, b in zip(cuts[::2], cuts[1::2]) if b > a] or [(cuts[0], cuts[0] + 1)]
+
+
+@settings(max_examples=60, deadline=None)
+@given(chunks=chunk_sets(), queries=st.lists(run_lists(), min_size=1, max_size=8))
+def test_containing_equals_a_scan_of_every_chunk(chunks, queries):
+    lookup = dg.ChunkLookup(chunks)
+    for runs in queries:
+        lo, hi = runs[0][0], runs[-1][1]
+        expected = [c for c in chunks if c.start <= lo and c.end >= hi and all(any(s <= a and b <= e for s, e in sp.merge(c.spans)) for a, b in runs)]
+        assert lookup.containing("d", runs) == expected
+        assert lookup.containing("other", runs) == []
