@@ -24,12 +24,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true", help="sweep BM25 over character chunks instead of FAISS over token chunks; 1 timing repeat")
     parser.add_argument("--tiny", action="store_true", help="smoke-test settings: 2-config sweep, 2 thresholds")
     parser.add_argument("--parts", default=",".join(PARTS), help="comma-separated subset to run (default: %(default)s)")
-    parser.add_argument("--scale", metavar="FACTORS", help="instead: cost as the work grows, chroma_general repeated e.g. 1,10,100 times (docs/benchmark.md)")
+    parser.add_argument("--scale", metavar="FACTORS", help="instead: cost as the work grows, --dataset repeated e.g. 1,10,100 times (docs/benchmark.md)")
     args = parser.parse_args(argv)
     prepare_process()
     try:
         if args.scale:
-            result, render = _scale(args.scale)
+            result, render = _scale(args.scale, args.dataset)
         else:
             result, render = run_benchmarks(args.dataset, quick=args.quick, tiny=args.tiny, parts=args.parts.split(",")), tables
     except ValueError as exc:
@@ -45,10 +45,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     return 0
 
 
-def _scale(factors: str):
+def _scale(factors: str, dataset: str):
     from harness.experiment import bench_scale
 
-    return bench_scale.scale(bench_scale.parse_factors(factors)), bench_scale.tables
+    return bench_scale.scale(bench_scale.parse_factors(factors), dataset), bench_scale.tables
 
 
 def run_command(argv: Sequence[str]) -> int:

@@ -15,7 +15,9 @@ the same: searching grows linearly with the corpus, and scoring with the evidenc
 fingerprint). Metrics of a scaled dataset are not comparable with the original one (every
 question has ``factor`` equally good answers); it is meant for timing and memory.
 
-Usable from a config (see ``docs/benchmark.md``, "Cost as the work grows")::
+Usable from a config (see ``docs/benchmark.md``, "Cost as the work grows"): any dataset
+through :func:`load_scaled` (``dataset: {_target_: harness.datasets.scaled.load_scaled,
+factor: 10, base: {<a dataset config>}}``), or ``chroma_general`` on the command line::
 
     python -m harness.run dataset=chroma_general \\
         dataset._target_=harness.datasets.scaled.load_chroma_scaled +dataset.factor=10
@@ -114,6 +116,19 @@ def one_line(dataset: Dataset, name: str | None = None) -> Dataset:
     return joined
 
 
+def load_scaled(base: Dataset, factor: int = 1, one_document: bool = False) -> Dataset:
+    """``base`` (any dataset; in a config a nested dataset node that Hydra builds first)
+    scaled by :func:`scale_dataset`, then with ``one_document`` joined by :func:`one_line`.
+
+    Raises:
+        ValueError: ``factor`` is not an int >= 1; ``base`` is not a Dataset.
+    """
+    if not isinstance(base, Dataset):
+        raise ValueError(f"dataset.base must be a dataset config (with a _target_ loader), got {type(base).__name__}")
+    scaled = scale_dataset(base, factor)
+    return one_line(scaled) if one_document else scaled
+
+
 def load_chroma_scaled(factor: int = 1, one_document: bool = False, **kwargs) -> Dataset:
     """:func:`harness.datasets.chroma.load_chroma_general` (``kwargs`` are its arguments,
     e.g. ``name``), scaled by :func:`scale_dataset` and named ``"{name}-x{factor}"``
@@ -125,5 +140,4 @@ def load_chroma_scaled(factor: int = 1, one_document: bool = False, **kwargs) ->
     """
     if isinstance(factor, bool) or not isinstance(factor, int) or factor < 1:
         raise ValueError(f"dataset.factor must be an int >= 1 (copies of each document), got {factor!r}")
-    scaled = scale_dataset(load_chroma_general(**kwargs), factor)
-    return one_line(scaled) if one_document else scaled
+    return load_scaled(load_chroma_general(**kwargs), factor, one_document)

@@ -1,8 +1,8 @@
 """Benchmark: cost as the work grows (``harness bench --scale 1,10,100``).
 
-For each factor, :func:`harness.datasets.scaled.load_chroma_scaled` builds ``chroma_general``
-with every document repeated that many times (the same 276 questions, their evidence in every
-copy). One fresh process per (factor, retriever) runs :func:`harness.experiment.run.execute`
+For each factor, :func:`harness.datasets.scaled.load_scaled` builds the dataset (default
+``chroma_general``) with every document repeated that many times (the same questions, their
+evidence in every copy). One fresh process per (factor, retriever) runs :func:`harness.experiment.run.execute`
 (``chunker=recursive`` defaults: 254 model tokens; empty cache folder, so everything is
 chunked and embedded; a tracking store in a temporary folder) and records, per phase
 (``load``, ``chunk``, ``index``, ``search``, ``score``, ``diagnostics``, ``log``, the
@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -158,20 +159,34 @@ class EmbedTimer:
             self.texts[phase] = self.texts.get(phase, 0) + n
 
 
-def measure_run(overrides: Sequence[str]) -> dict:
-    """Run :func:`harness.experiment.run.execute` on the composed ``overrides`` in this process
-    and return its phase seconds (``embed`` split out), peak memory per phase, chunk count,
-    corpus size and embedding throughput. Meant for a fresh process (see :func:`scale`)."""
+def scaled_config(overrides: Sequence[str], factor: int, one_document: bool = False):
+    """The composed config of ``overrides`` with its dataset wrapped in
+    :func:`harness.datasets.scaled.load_scaled` (``factor`` copies of every document)."""
+    from omegaconf import OmegaConf, open_dict
+
     from harness.experiment.config import compose
+
+    cfg = compose(list(overrides))
+    base = OmegaConf.to_container(cfg.dataset, resolve=True)
+    with open_dict(cfg):
+        cfg.dataset = OmegaConf.create({"_target_": "harness.datasets.scaled.load_scaled", "factor": factor, "one_document": one_document, "base": base})
+    return cfg
+
+
+def measure_run(overrides: Sequence[str], factor: int = 1, one_document: bool = False) -> dict:
+    """Run :func:`harness.experiment.run.execute` on :func:`scaled_config` in this process and
+    return its phase seconds (``embed`` split out), peak memory per phase, chunk count and
+    embedding throughput. Meant for a fresh process (see :func:`scale`)."""
     from harness.experiment.phases import listening
     from harness.experiment.run import execute
 
+    cfg = scaled_config(overrides, factor, one_document)
     meter = PhaseMeter()
     timer = EmbedTimer(meter)
     timer.install()
     t0 = time.perf_counter()
     with listening(meter):
-        out = execute(compose(list(overrides)))
+        out = execute(cfg)
     wall = time.perf_counter() - t0
     seconds = dict(meter.seconds)
     for phase, spent in timer.seconds.items():
@@ -200,13 +215,15 @@ def measure_run(overrides: Sequence[str]) -> dict:
 _DRIVER = """
 import json, sys
 from harness.experiment.bench_scale import measure_run
-print("BENCH-SCALE " + json.dumps(measure_run(sys.argv[1:])), flush=True)
+print("BENCH-SCALE " + json.dumps(measure_run(sys.argv[3:], int(sys.argv[1]), sys.argv[2] == "1")), flush=True)
 """
 
 
-def _child(overrides: list[str], work: Path) -> dict:
+def _child(overrides: list[str], factor: int, one_document: bool) -> dict:
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(PROJECT_ROOT), os.environ.get("PYTHONPATH", "")]))}
-    proc = subprocess.run([sys.executable, "-c", _DRIVER, *overrides], cwd=PROJECT_ROOT, env=env, capture_output=True, text=True)
+    proc = subprocess.run(
+        [sys.executable, "-c", _DRIVER, str(factor), str(int(one_document)), *overrides], cwd=PROJECT_ROOT, env=env, capture_output=True, text=True
+    )
     if proc.returncode != 0:
         raise RuntimeError(f"scale run {' '.join(overrides)} failed ({proc.returncode}):\n{proc.stderr[-3000:]}")
     line = next(x for x in proc.stdout.splitlines() if x.startswith("BENCH-SCALE "))
@@ -228,31 +245,36 @@ def parse_factors(text: str) -> list[int]:
     return factors
 
 
-def scale(factors: Sequence[int] = (1, 10, 100), faiss_up_to: int = FAISS_UP_TO, work: Path | None = None, log=print) -> dict:
-    """Measure the runs (BM25 at every factor, FAISS up to ``faiss_up_to``) and judge the targets.
+def scale(factors: Sequence[int] = (1, 10, 100), dataset: str = "chroma_general", faiss_up_to: int = FAISS_UP_TO, work: Path | None = None, log=print) -> dict:
+    """Measure the runs (BM25 at every factor, FAISS up to ``faiss_up_to``) on ``dataset`` (a
+    config name or folder, as ``harness bench --dataset``) and judge the targets.
+
+    Raises:
+        ValueError: an unknown ``dataset`` or a dataset that cannot be loaded (before any run).
 
     Returns:
         ``{"factors", "corpus_bytes": {factor: bytes}, "runs": {"bm25"|"faiss": {factor: measure_run(...)}},
         "extrapolated": {...}, "targets": [...], "memory_is", "embed_is"}``.
     """
-    from harness.datasets.scaled import load_chroma_scaled
+    from harness.datasets.scaled import scale_dataset
+    from harness.experiment.bench import dataset_overrides
+    from harness.experiment.build import build_dataset
+    from harness.experiment.config import compose
 
+    base_overrides = dataset_overrides(dataset)
+    base = build_dataset(compose(base_overrides))
     own = work is None
     work = Path(tempfile.mkdtemp(prefix="harness-bench-scale-")) if own else Path(work)
     uri = f"sqlite:///{work / 'mlflow.db'}"
-    result: dict = {"factors": list(factors), "corpus_bytes": {}, "runs": {"bm25": {}, "faiss": {}}}
+    result: dict = {"dataset": base.name, "n_queries": len(base.queries), "factors": list(factors), "corpus_bytes": {}, "runs": {"bm25": {}, "faiss": {}}}
     for factor in factors:
-        dataset = load_chroma_scaled(factor, project_root=PROJECT_ROOT)
-        result["corpus_bytes"][str(factor)] = sum(len(d.text.encode("utf-8")) for d in dataset.documents)
-        del dataset
+        result["corpus_bytes"][str(factor)] = sum(len(d.text.encode("utf-8")) for d in scale_dataset(base, factor).documents)
         for retriever in ("bm25", "faiss"):
             if retriever == "faiss" and factor > faiss_up_to:
                 continue
             folder = work / f"{retriever}-x{factor}"
             overrides = [
-                "dataset=chroma_general",
-                "dataset._target_=harness.datasets.scaled.load_chroma_scaled",
-                f"+dataset.factor={factor}",
+                *base_overrides,
                 f"retriever={retriever}",
                 f"tracking.uri={uri}",
                 "tracking.experiment=bench-scale",
@@ -263,7 +285,9 @@ def scale(factors: Sequence[int] = (1, 10, 100), faiss_up_to: int = FAISS_UP_TO,
                 "resume=false",
             ]
             log(f"scale: {retriever} at {factor}x ({result['corpus_bytes'][str(factor)] / 1e6:.1f} MB)")
-            result["runs"][retriever][str(factor)] = _child(overrides, work)
+            result["runs"][retriever][str(factor)] = _child(overrides, factor, False)
+    if own:
+        shutil.rmtree(work, ignore_errors=True)
     result["extrapolated"] = extrapolate(result, faiss_up_to)
     result["targets"] = targets(result)
     result["memory_is"] = "peak resident set size (VmHWM, /proc/self/status) of the run's process, reset at each phase start via /proc/self/clear_refs"
