@@ -63,3 +63,24 @@ def test_chroma_scaled_loader(chroma):
     assert load_chroma_scaled(1, path=CHROMA_PATH).fingerprint() == chroma.fingerprint()
     with pytest.raises(ValueError, match="dataset.factor"):
         load_chroma_scaled(0, path="/nonexistent")
+
+
+def test_load_scaled_from_a_nested_dataset_config_and_one_line(kestrel):
+    from hydra.utils import instantiate
+
+    from harness.datasets.scaled import one_line
+
+    node = {"_target_": "harness.datasets.scaled.load_scaled", "factor": 2, "base": {"_target_": "harness.datasets.native.load_native", "path": kestrel.source}}
+    scaled = instantiate(node)
+    assert scaled.n_chars == 2 * kestrel.n_chars and len(scaled.queries) == len(kestrel.queries)
+    joined = one_line(scaled)
+    (doc,) = joined.documents
+    assert len(doc.text) == scaled.n_chars + len(scaled.documents) - 1
+    assert "\n" not in doc.text and "\r" not in doc.text
+    assert sum(len(q.evidence) for q in joined.queries) == sum(len(q.evidence) for q in scaled.queries)
+    for q in joined.queries:  # check_dataset ran too; spans still hold their (line-break free) excerpts
+        assert all(doc.text[e.start : e.end] == e.text for e in q.evidence)
+    from harness.datasets.scaled import load_scaled
+
+    with pytest.raises(ValueError, match="dataset.base must be a dataset config"):
+        load_scaled({"path": "x"}, 2)
