@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -10,6 +11,12 @@ from harness.evaluation.metrics import span as sp
 from harness.types import Chunk, Document
 
 DOC = Document("d", "x" * 400)
+
+
+@pytest.fixture(scope="module")
+def monkeypatch_module():
+    with pytest.MonkeyPatch.context() as mp:
+        yield mp
 
 
 @st.composite
@@ -31,7 +38,7 @@ def run_lists(draw):
     return [(a, b) for a, b in zip(cuts[::2], cuts[1::2]) if b > a] or [(cuts[0], cuts[0] + 1)]
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=40, deadline=None)
 @given(chunks=chunk_sets(), queries=st.lists(run_lists(), min_size=1, max_size=8))
 def test_containing_equals_a_scan_of_every_chunk(chunks, queries):
     lookup = dg.ChunkLookup(chunks)
@@ -40,3 +47,24 @@ def test_containing_equals_a_scan_of_every_chunk(chunks, queries):
         expected = [c for c in chunks if c.start <= lo and c.end >= hi and all(any(s <= a and b <= e for s, e in sp.merge(c.spans)) for a, b in runs)]
         assert lookup.containing("d", runs) == expected
         assert lookup.containing("other", runs) == []
+
+
+_ALPHABET = st.sampled_from(list("abc xyz ,.;!?\n\t\r ' \"-é ü ß 東京 ̀ x1 42 ") + ["  ", "\u00a0", "\u2028", "hello", "world", "##", "un", "believable"])
+
+
+@settings(max_examples=40, deadline=None)
+@given(parts=st.lists(_ALPHABET, min_size=0, max_size=400), block=st.integers(3, 40))
+def test_blocked_tokenisation_equals_one_call_on_the_whole_text(parts, block, monkeypatch_module):
+    from harness.text import units
+
+    text = "".join(parts)
+    counter = units.get_counter("tokens", "model")
+    enc = counter._tok.encode(text, add_special_tokens=False)
+    whole_atoms = counter._atom_lists(enc.offsets, enc.word_ids)
+    monkeypatch_module.setattr(units, "ENCODE_BLOCK", block)
+    offsets, words = counter._encode(text)
+    assert offsets == enc.offsets
+    assert counter._atom_lists(offsets, words) == whole_atoms
+    layout = counter.layout(text)
+    for s, e in [(0, len(text)), (len(text) // 3, len(text)), (1, max(1, len(text) // 2))]:
+        assert layout.count(s, e) == counter.count(text[s:e])
