@@ -303,6 +303,17 @@ def _token_ends(context_tokenizer) -> Callable[[Chunk], list[int]]:
             cache[c.chunk_id] = [e for _, e in context_tokenizer.atoms(c.text).spans]
         return cache[c.chunk_id]
 
+    def prefill(chunks: Sequence[Chunk], block: int = 4096) -> None:
+        """Tokenise the chunks not seen yet together (``atoms_many`` when the tokenizer has it)."""
+        many = getattr(context_tokenizer, "atoms_many", None)
+        todo = list({c.chunk_id: c for c in chunks if c.chunk_id not in cache}.values())
+        for i in range(0, len(todo), block):
+            part = todo[i : i + block]
+            atoms = many([c.text for c in part]) if many is not None else [context_tokenizer.atoms(c.text) for c in part]
+            for c, a in zip(part, atoms):
+                cache[c.chunk_id] = [e for _, e in a.spans]
+
+    token_ends.prefill = prefill  # type: ignore[attr-defined]
     return token_ends
 
 
@@ -315,6 +326,9 @@ def search_depth(ks: Sequence[int], budgets: Sequence[int], budget_depth: int | 
     depth = max(ks)
     if budgets:
         if budget_depth is None:
+            prefill = getattr(token_ends, "prefill", None)
+            if prefill is not None:  # every chunk is counted here: tokenise them in batches
+                prefill(chunks)
             typical = statistics.median(len(token_ends(c)) for c in chunks) or 1
             budget_depth = min(1000, 2 * math.ceil(max(budgets) / typical))
         depth = max(depth, budget_depth)

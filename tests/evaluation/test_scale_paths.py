@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import functools
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -11,6 +13,14 @@ from harness.evaluation.metrics import span as sp
 from harness.types import Chunk, Document
 
 DOC = Document("d", "x" * 400)
+
+
+@functools.cache
+def model_counter():
+    """The embedding model's WordPiece counter, loaded once for the module."""
+    from harness.text import units
+
+    return units.get_counter("tokens", "model")
 
 
 @pytest.fixture(scope="module")
@@ -58,7 +68,7 @@ def test_blocked_tokenisation_equals_one_call_on_the_whole_text(parts, block, mo
     from harness.text import units
 
     text = "".join(parts)
-    counter = units.get_counter("tokens", "model")
+    counter = model_counter()
     enc = counter._tok.encode(text, add_special_tokens=False)
     whole_atoms = counter._atom_lists(enc.offsets, enc.word_ids)
     monkeypatch_module.setattr(units, "ENCODE_BLOCK", block)
@@ -68,3 +78,21 @@ def test_blocked_tokenisation_equals_one_call_on_the_whole_text(parts, block, mo
     layout = counter.layout(text)
     for s, e in [(0, len(text)), (len(text) // 3, len(text)), (1, max(1, len(text) // 2))]:
         assert layout.count(s, e) == counter.count(text[s:e])
+
+
+@settings(max_examples=15, deadline=None)
+@given(texts=st.lists(st.lists(_ALPHABET, max_size=60).map("".join), max_size=12))
+def test_batched_atoms_and_token_ends_equal_one_text_at_a_time(texts):
+    from harness.experiment.pipeline import _token_ends
+
+    counter = model_counter()
+    assert counter.atoms_many(texts) == [counter.atoms(t) for t in texts]
+    doc = Document("d", "".join(texts) or "x")
+    chunks, pos = [], 0
+    for t in texts:
+        if t:
+            chunks.append(Chunk.from_spans(doc, [(pos, pos + len(t))]))
+        pos += len(t)
+    batched, single = _token_ends(counter), _token_ends(counter)
+    batched.prefill(chunks)
+    assert [batched(c) for c in chunks] == [[e for _, e in counter.atoms(c.text).spans] for c in chunks] == [single(c) for c in chunks]
