@@ -96,3 +96,20 @@ def test_batched_atoms_and_token_ends_equal_one_text_at_a_time(texts):
     batched, single = _token_ends(counter), _token_ends(counter)
     batched.prefill(chunks)
     assert [batched(c) for c in chunks] == [[e for _, e in counter.atoms(c.text).spans] for c in chunks] == [single(c) for c in chunks]
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    scores=st.lists(st.sampled_from([0.0, 0.0, 0.5, 1.0, 1.0, 2.25, 3.0, 7.5]) | st.floats(0, 10, allow_nan=False), max_size=60),
+    k=st.integers(1, 70),
+    seed=st.integers(0, 2**16),
+)
+def test_bm25_partial_top_k_equals_sorting_every_hit(scores, k, seed):
+    import numpy as np
+
+    from harness.retrievers.bm25 import top_k
+
+    arr = np.asarray(scores, dtype=np.float64)
+    tie_rank = np.random.default_rng(seed).permutation(len(arr))
+    expected = sorted((i for i in range(len(arr)) if arr[i] > 0), key=lambda i: (-arr[i], tie_rank[i]))[:k]
+    assert top_k(arr, tie_rank, k).tolist() == expected
