@@ -113,3 +113,25 @@ def test_bm25_partial_top_k_equals_sorting_every_hit(scores, k, seed):
     tie_rank = np.random.default_rng(seed).permutation(len(arr))
     expected = sorted((i for i in range(len(arr)) if arr[i] > 0), key=lambda i: (-arr[i], tie_rank[i]))[:k]
     assert top_k(arr, tie_rank, k).tolist() == expected
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    text=st.text(alphabet=st.sampled_from(list("ab \t\n\r\x0b\x0c\x1c\x1f\x85\u00a0\u2028\u3000é")), min_size=1, max_size=300),
+    cuts=st.lists(st.tuples(st.integers(0, 300), st.integers(1, 60)), min_size=1, max_size=12),
+)
+def test_nonspace_coverage_equals_counting_each_character(text, cuts):
+    doc = Document("d", text)
+    chunks = {}
+    for start, length in cuts:
+        s, e = min(start, len(text) - 1), min(start + length, len(text))
+        if e > s:
+            c = Chunk.from_spans(doc, [(s, e)])
+            chunks[c.chunk_id] = c
+    if not chunks:
+        return
+    stats = dg.chunk_set_statistics([doc, Document("other", " x ")], list(chunks.values()))
+    inside = {i for c in chunks.values() for s, e in c.spans for i in range(s, e)}
+    content = [i for i, ch in enumerate(text) if not ch.isspace()]
+    n_nonspace = len(content) + 1  # "x" of the other document
+    assert stats["coverage_nonspace"] == (sum(1 for i in content if i in inside) / n_nonspace)
