@@ -116,17 +116,19 @@ def one_line(dataset: Dataset, name: str | None = None) -> Dataset:
     return joined
 
 
-def load_scaled(base: Dataset, factor: int = 1, one_document: bool = False) -> Dataset:
+def load_scaled(base: Dataset, factor: int = 1, one_document: bool = False, name: str | None = None) -> Dataset:
     """``base`` (any dataset; in a config a nested dataset node that Hydra builds first)
-    scaled by :func:`scale_dataset`, then with ``one_document`` joined by :func:`one_line`.
+    scaled by :func:`scale_dataset`, then with ``one_document`` joined by :func:`one_line`;
+    ``name`` (the run's experiment name) defaults to theirs.
 
     Raises:
         ValueError: ``factor`` is not an int >= 1; ``base`` is not a Dataset.
     """
     if not isinstance(base, Dataset):
         raise ValueError(f"dataset.base must be a dataset config (with a _target_ loader), got {type(base).__name__}")
-    scaled = scale_dataset(base, factor)
-    return one_line(scaled) if one_document else scaled
+    if one_document:
+        return one_line(scale_dataset(base, factor), name)
+    return scale_dataset(base, factor, name)
 
 
 def load_chroma_scaled(factor: int = 1, one_document: bool = False, **kwargs) -> Dataset:

@@ -169,7 +169,15 @@ def scaled_config(overrides: Sequence[str], factor: int, one_document: bool = Fa
     cfg = compose(list(overrides))
     base = OmegaConf.to_container(cfg.dataset, resolve=True)
     with open_dict(cfg):
-        cfg.dataset = OmegaConf.create({"_target_": "harness.datasets.scaled.load_scaled", "factor": factor, "one_document": one_document, "base": base})
+        cfg.dataset = OmegaConf.create(
+            {
+                "_target_": "harness.datasets.scaled.load_scaled",
+                "factor": factor,
+                "one_document": one_document,
+                "name": f"{base.get('name') or 'dataset'}-x{factor}",
+                "base": base,
+            }
+        )
     return cfg
 
 
