@@ -93,3 +93,12 @@ def test_docs_table_is_rendered_from_the_committed_json():
     assert block is not None, "docs/benchmark.md lacks the scale-tables markers"
     assert block.group(1).strip() == bs.tables(result).strip()
     assert {t["result"] for t in result["targets"]} <= {"pass", "fail"} and len(result["targets"]) > 0
+
+
+def test_cli_refuses_a_bad_scale_before_any_work(tmp_path, capsys):
+    from harness.cli import bench as cli_bench
+
+    out = tmp_path / "scale.json"
+    assert cli_bench.main(["--scale", "10,1", "--out", str(out)]) == 2
+    assert "--scale expects increasing integers" in capsys.readouterr().err
+    assert not out.exists()
