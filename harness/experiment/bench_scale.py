@@ -26,6 +26,9 @@ factor is *extrapolated*, and the report says so: embedding = model load + query
 the chunk throughput (chunks/s) measured there; the non-embedding phases are the BM25 run's
 ``load``, ``chunk``, ``score``, ``diagnostics`` and ``log`` at that factor plus FAISS
 ``index`` and ``search`` (their non-embedding part) scaled linearly from the largest FAISS factor.
+The copies' chunks share their texts, and the encoder embeds (and counts) each distinct text
+once, so a measured FAISS run past 1× embeds only the 1× texts: the throughput is per text
+embedded, and the extrapolation counts every chunk as a new text, as in a real corpus.
 
 Targets (issue 17): every non-embedding phase linear (time at 10× the data ≤ 11× the time;
 checked between consecutive factors, for BM25 and FAISS; a phase taking under
