@@ -26,12 +26,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--parts", default=",".join(PARTS), help="comma-separated subset to run (default: %(default)s)")
     parser.add_argument("--scale", metavar="FACTORS", help="instead: cost as the work grows, --dataset repeated e.g. 1,10,100 times (docs/benchmark.md)")
     args = parser.parse_args(argv)
+    if args.scale:
+        return _scale(args)
     prepare_process()
     try:
-        if args.scale:
-            result, render = _scale(args.scale, args.dataset)
-        else:
-            result, render = run_benchmarks(args.dataset, quick=args.quick, tiny=args.tiny, parts=args.parts.split(",")), tables
+        result = run_benchmarks(args.dataset, quick=args.quick, tiny=args.tiny, parts=args.parts.split(","))
     except ValueError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
@@ -41,14 +40,26 @@ def main(argv: Sequence[str] | None = None) -> int:
     Path(args.out).write_text(text + "\n", encoding="utf-8")
     print(text)
     print()
-    print(render(result))
+    print(tables(result))
     return 0
 
 
-def _scale(factors: str, dataset: str):
+def _scale(args: argparse.Namespace) -> int:
+    """``--scale FACTORS``: time and peak memory per phase on scaled copies of ``--dataset``; JSON to ``--out``, tables to stdout."""
     from harness.experiment import bench_scale
 
-    return bench_scale.scale(bench_scale.parse_factors(factors), dataset), bench_scale.tables
+    try:
+        factors = bench_scale.parse_factors(args.scale)
+        prepare_process()
+        result = bench_scale.scale(factors, args.dataset)
+    except ValueError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+    Path(args.out).write_text(json.dumps(result, indent=2, default=float) + "\n", encoding="utf-8")
+    print(f"wrote {args.out}", file=sys.stderr)
+    print(bench_scale.tables(result))
+    return 0
 
 
 def run_command(argv: Sequence[str]) -> int:
