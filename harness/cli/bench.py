@@ -30,7 +30,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--rounds", type=int, default=3, help="--vs-reference: interleaved rounds, median of per-round ratios (default: %(default)s)")
     parser.add_argument("--from-json", metavar="FILE", help="print the --vs-reference tables of a JSON written by --out, without running anything")
     parser.add_argument("--update-docs", action="store_true", help="with --vs-reference or --from-json: write the tables into README.md and docs/benchmark.md")
+    parser.add_argument("--scale", metavar="FACTORS", help="instead: cost as the work grows, --dataset repeated e.g. 1,10,100 times (docs/benchmark.md)")
     args = parser.parse_args(argv)
+    if args.scale:
+        return _scale(args)
     if args.vs_reference or args.from_json:
         return _vs_reference(args)
     prepare_process()
@@ -70,6 +73,24 @@ def _vs_reference(args: argparse.Namespace) -> int:
     if args.update_docs:
         for path in bench_reference.update_docs(result):
             print(f"wrote the table into {path}", file=sys.stderr)
+    return 0
+
+
+def _scale(args: argparse.Namespace) -> int:
+    """``--scale FACTORS``: time and peak memory per phase on scaled copies of ``--dataset``; JSON to ``--out``, tables to stdout."""
+    from harness.experiment import bench_scale
+
+    try:
+        factors = bench_scale.parse_factors(args.scale)
+        prepare_process()
+        result = bench_scale.scale(factors, args.dataset)
+    except ValueError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+    Path(args.out).write_text(json.dumps(result, indent=2, default=float) + "\n", encoding="utf-8")
+    print(f"wrote {args.out}", file=sys.stderr)
+    print(bench_scale.tables(result))
     return 0
 
 

@@ -99,6 +99,12 @@ def content_spans(text: str, start: int, end: int) -> list[Span]:
 _CONTENT = re.compile(r"\S+")
 
 
+def _nonspace(text: str) -> int:
+    """Number of non-whitespace characters of ``text`` (``str.isspace``, the ``\\s`` of
+    :func:`content_spans`): the total size of its content runs."""
+    return len("".join(text.split()))
+
+
 def _span_end(span: Span) -> int:
     return span[1]
 
@@ -218,6 +224,12 @@ class ChunkLookup:
         for c in chunks:
             self.by_doc.setdefault(c.doc_id, []).append(c)
         self.union = {d: sp.merge(s for c in cs for s in c.spans) for d, cs in self.by_doc.items()}
+        # per document: chunk positions sorted by start, their starts, and the longest chunk
+        # (end - start), so the chunks that can hold [lo, hi) are found by bisection
+        self._order: dict[str, tuple[list[int], list[int], int]] = {}
+        for d, cs in self.by_doc.items():
+            order = sorted(range(len(cs)), key=lambda i: cs[i].start)
+            self._order[d] = (order, [cs[i].start for i in order], max(c.end - c.start for c in cs))
         self.max_seq_length = max_seq_length
         self.token_spans = token_spans
         self._embedded: dict[str, list[Span]] = {}
@@ -244,10 +256,22 @@ class ChunkLookup:
         key = (doc_id, runs[0][0], runs[-1][1])
         got = self._containing.get(key)
         if got is None:
-            lo, hi = key[1], key[2]
-            got = [c for c in self.by_doc.get(doc_id, ()) if c.start <= lo and c.end >= hi and _covered(runs, sp.merge(c.spans))]
-            self._containing[key] = got
+            got = self._containing[key] = self._find_containing(doc_id, runs, key[1], key[2])
         return got
+
+    def _find_containing(self, doc_id: str, runs: list[Span], lo: int, hi: int) -> list[Chunk]:
+        """The chunks of ``doc_id`` (in indexing order) with ``start <= lo``, ``end >= hi`` that
+        cover ``runs``. A chunk ending at or after ``hi`` and no longer than the longest one
+        starts at or after ``hi - longest``: only the chunks starting in ``[hi - longest, lo]``
+        are tested (found by bisection in the start-sorted order), not every chunk of the document."""
+        chunks = self.by_doc.get(doc_id)
+        if not chunks:
+            return []
+        order, starts, longest = self._order[doc_id]
+        first = bisect.bisect_left(starts, hi - longest)
+        last = bisect.bisect_right(starts, lo)
+        found = sorted(i for i in order[first:last] if chunks[i].end >= hi and _covered(runs, sp.merge(chunks[i].spans)))
+        return [chunks[i] for i in found]
 
     def status(self, doc_id: str, runs: list[Span]) -> str:
         """:data:`CONTAINED`, :data:`SPLIT` or :data:`UNCOVERED` for content ``runs`` of one span."""
@@ -487,10 +511,13 @@ def chunk_set_statistics(
     covered = sp.span_set((c.doc_id, s) for c in chunks for s in c.spans)
     n_covered = sp.size(covered)
     n_corpus = sum(len(d.text) for d in documents)
-    nonspace = sp.span_set((d.doc_id, r) for d in documents for r in content_spans(d.text, 0, len(d.text)))
-    n_nonspace = sp.size(nonspace)
+    # non-whitespace characters of the corpus, and of them those inside a chunk (the size of
+    # the content runs, content_spans, and of their intersection with the chunks' union),
+    # counted with str.split (whitespace as str.isspace, as \s) instead of building the runs
+    n_nonspace = sum(_nonspace(d.text) for d in documents)
+    covered_nonspace = sum(_nonspace(by_id[doc_id].text[s:e]) for doc_id, spans in covered.items() if doc_id in by_id for s, e in spans)
     stats["coverage"] = n_covered / n_corpus if n_corpus else 0.0
-    stats["coverage_nonspace"] = sp.intersection_size(nonspace, covered) / n_nonspace if n_nonspace else 0.0
+    stats["coverage_nonspace"] = covered_nonspace / n_nonspace if n_nonspace else 0.0
     stats["redundancy"] = sum(chars) / n_covered if n_covered else 0.0
 
     text_counts = Counter(c.text for c in chunks)

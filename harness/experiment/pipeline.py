@@ -25,6 +25,7 @@ from harness.evaluation.metrics import span as sp
 from harness.evaluation.metrics.budget import budget_recall
 from harness.evaluation.metrics.ir import ChunkIndex, chunk_ir_metrics, chunk_qrels, document_metrics, item_recall, precision_omega, returnable_units
 from harness.evaluation.metrics.ranking import query_metrics
+from harness.experiment.phases import mark
 from harness.experiment.settings import MetricSettings
 from harness.retrievers.base import Retriever, ranked
 from harness.types import Chunk, Dataset, Run
@@ -217,11 +218,13 @@ def evaluate(
     budgets = sorted(set(settings.budgets)) if tools.context_tokenizer is not None else []
     timings: dict[str, float] = {}
 
+    mark("chunk")
     t0 = time.perf_counter()
     chunks, cache_stats = chunk_corpus(dataset, chunker, progress, tools.chunk_cache, tools.chunker_config)
     timings["chunk"] = time.perf_counter() - t0
     degenerate = _check_chunks(dataset, chunker, chunks)
 
+    mark("index")
     t0 = time.perf_counter()
     retriever.index(chunks)
     timings["index"] = time.perf_counter() - t0
@@ -229,10 +232,12 @@ def evaluate(
     count_context = _counted_once(tools.context_token_counter)  # the same chunks come back for many queries
     token_ends = _token_ends(tools.context_tokenizer)
     depth = search_depth(ks, budgets, settings.budget_depth, chunks, token_ends)
+    mark("search")
     t0 = time.perf_counter()
     run = retrieve(dataset, chunker, retriever, len(chunks), depth)
     timings["search"] = time.perf_counter() - t0
 
+    mark("score")
     t0 = time.perf_counter()
     rows, scored = score_queries(dataset, chunker, run, chunks, settings, ks, budgets, depth, count_context, token_ends, progress)
     add_unit_metrics(rows, dataset, chunker, chunks, run, scored, settings, ks)
@@ -240,6 +245,7 @@ def evaluate(
     per_query, means = per_query_table(rows)
     timings["score"] = time.perf_counter() - t0
 
+    mark("diagnostics")
     t0 = time.perf_counter()
     reasons, stats, chunk_tokens = diagnose(dataset, chunks, scored, ks, per_query, means, tools, retriever.needs_encoder)
     stats["degenerate_chunking"] = float(degenerate)
@@ -297,6 +303,17 @@ def _token_ends(context_tokenizer) -> Callable[[Chunk], list[int]]:
             cache[c.chunk_id] = [e for _, e in context_tokenizer.atoms(c.text).spans]
         return cache[c.chunk_id]
 
+    def prefill(chunks: Sequence[Chunk], block: int = 4096) -> None:
+        """Tokenise the chunks not seen yet together (``atoms_many`` when the tokenizer has it)."""
+        many = getattr(context_tokenizer, "atoms_many", None)
+        todo = list({c.chunk_id: c for c in chunks if c.chunk_id not in cache}.values())
+        for i in range(0, len(todo), block):
+            part = todo[i : i + block]
+            atoms = many([c.text for c in part]) if many is not None else [context_tokenizer.atoms(c.text) for c in part]
+            for c, a in zip(part, atoms):
+                cache[c.chunk_id] = [e for _, e in a.spans]
+
+    token_ends.prefill = prefill  # type: ignore[attr-defined]
     return token_ends
 
 
@@ -309,6 +326,9 @@ def search_depth(ks: Sequence[int], budgets: Sequence[int], budget_depth: int | 
     depth = max(ks)
     if budgets:
         if budget_depth is None:
+            prefill = getattr(token_ends, "prefill", None)
+            if prefill is not None:  # every chunk is counted here: tokenise them in batches
+                prefill(chunks)
             typical = statistics.median(len(token_ends(c)) for c in chunks) or 1
             budget_depth = min(1000, 2 * math.ceil(max(budgets) / typical))
         depth = max(depth, budget_depth)

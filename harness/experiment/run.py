@@ -335,7 +335,9 @@ def check_retriever_depth(retriever, metrics: MetricSettings) -> None:
 def load_dataset(cfg: DictConfig, timings: dict[str, float]):
     """Load and verify ``cfg.dataset``; records ``timings["load"]`` (seconds)."""
     from harness.experiment import build
+    from harness.experiment.phases import mark
 
+    mark("load")
     t0 = time.perf_counter()
     dataset = build.build_dataset(cfg)
     timings["load"] = time.perf_counter() - t0
@@ -419,6 +421,9 @@ def log_run(tracker, run: RunSettings, settings: Settings, parts: Components, da
     is in ``log``), ``log`` (this function, the worker's writes included) and ``total``
     (since ``t_start``, a ``time.perf_counter()`` value).
     """
+    from harness.experiment.phases import mark
+
+    mark("log")
     t0 = time.perf_counter()
     tracker.set_tags({**known_tags, "degenerate_chunking": str(ev.degenerate).lower()})
     report = getattr(dataset, "load_report", None)
@@ -437,6 +442,7 @@ def log_run(tracker, run: RunSettings, settings: Settings, parts: Components, da
     tracker.flush()  # the worker has written everything above: the log phase includes its writes
     timings["log"] = time.perf_counter() - t0
     timings["total"] = time.perf_counter() - t_start
+    mark("end")
     tracker.log_metrics({f"time.{k}_s": v for k, v in timings.items()})
     return tracker.run_id
 

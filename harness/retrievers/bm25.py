@@ -128,6 +128,20 @@ class BM25Retriever(Retriever):
         if not token_ids:
             return {}
         scores = np.asarray(self._bm25.get_scores_from_ids(token_ids), dtype=np.float64)
-        hits = np.flatnonzero(scores > 0.0)
-        order = hits[np.lexsort((self._id_rank[hits], -scores[hits]))][:k]
-        return {self._ids[i]: float(scores[i]) for i in order}
+        return {self._ids[i]: float(scores[i]) for i in top_k(scores, self._id_rank, k)}
+
+
+def top_k(scores: np.ndarray, tie_rank: np.ndarray, k: int) -> np.ndarray:
+    """Positions of the ``k`` highest positive ``scores`` (shape ``(n,)``), score descending,
+    ties by ascending ``tie_rank`` (shape ``(n,)``); fewer when fewer scores are positive.
+
+    Equal to sorting every positive score (``numpy.lexsort``) and keeping the first ``k``, but
+    sorts only the scores at or above the ``k``-th largest (found by ``numpy.partition``,
+    linear time): with many matching chunks a query sorts ``k`` of them, not all.
+    """
+    hits = np.flatnonzero(scores > 0.0)
+    if len(hits) > k:
+        hit_scores = scores[hits]
+        kth = np.partition(hit_scores, len(hits) - k)[len(hits) - k]  # the k-th largest score
+        hits = hits[hit_scores >= kth]  # every score tied with it stays: ties are ranked below
+    return hits[np.lexsort((tie_rank[hits], -scores[hits]))][:k]
