@@ -30,6 +30,7 @@ from hypothesis import strategies as st
 from harness.cli.report import main as report_main
 from harness.experiment.run import execute
 from harness.reporting.charts import pareto_front
+from harness.tracking.runs import run_metrics
 from harness.tracking.tracker import JOB_TAG, PARENT_TAG, SWEEP_TAG, Tracker
 
 SIZES = (100, 300)
@@ -105,7 +106,9 @@ def _page_values(html: str) -> _Values:
 
 
 def _logged(uri: str, run_id: str) -> dict[str, float]:
-    return mlflow.MlflowClient(uri).get_run(run_id).data.metrics
+    """Every value the run recorded: its MLflow metrics and its metrics table (CIs, the metrics
+    outside the headline list)."""
+    return run_metrics(uri, run_id)
 
 
 def test_logged_report_shows_the_logged_metrics_and_cis(store):
