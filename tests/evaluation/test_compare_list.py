@@ -23,7 +23,8 @@ def _cfg(uri, *overrides):
 @pytest.fixture(scope="module")
 def store(tmp_path_factory):
     """Three finished BM25 runs (fixed 100/0, fixed 200/20, recursive 150/0), one run that
-    failed on a config error, and a sweep parent run that logged a (high) recall_at_5."""
+    failed after it was opened (its chunk cache cannot be created), and a sweep parent run
+    that logged a (high) recall_at_5."""
     from harness.experiment.run import execute
 
     uri = f"sqlite:///{tmp_path_factory.mktemp('compare_list') / 'mlflow.db'}"
@@ -32,8 +33,10 @@ def store(tmp_path_factory):
         "fixed-200": execute(_cfg(uri, "chunker=fixed", "chunker.chunk_size=200", "chunker.chunk_overlap=20")),
         "recursive-150": execute(_cfg(uri, "chunker=recursive", "chunker.chunk_size=150")),
     }
-    with pytest.raises(ValueError, match="chunker.chunk_overlap"):
-        execute(_cfg(uri, "chunker=fixed", "chunker.chunk_size=200", "chunker.chunk_overlap=300"))
+    blocker = tmp_path_factory.mktemp("blocked") / "a-file"
+    blocker.write_text("not a folder", encoding="utf-8")
+    with pytest.raises(OSError):  # a config error makes no run; this failure comes after the run opened
+        execute(_cfg(uri, "chunker=fixed", "chunker.chunk_size=200", f"cache.dir={blocker / 'cache'}"))
     client = mlflow.MlflowClient(uri)
     exp = client.get_experiment_by_name("kestrel_kb")
     failed = next(r.info.run_id for r in client.search_runs([exp.experiment_id]) if r.info.status == "FAILED")
