@@ -114,8 +114,7 @@ def execute(cfg: DictConfig) -> dict:
     to the worker (look up the experiment; with ``resume`` true find a FINISHED run with
     this config hash; close stale RUNNING runs of this hash; open the MLflow run, a child of
     the sweep's parent run inside a multirun, see
-    :func:`harness.tracking.callbacks.parent_for_job`). While the worker does that, the
-    encoder's ``preflight`` checks that the model (or endpoint) is usable and
+    :func:`harness.tracking.callbacks.parent_for_job`). While the worker does that,
     :func:`run_pipeline` chunks, imports and loads the embedding model, embeds, indexes,
     searches and scores (:func:`harness.experiment.pipeline.evaluate`). Nothing is embedded
     (and for runs without embeddings nothing is chunked) before the worker has answered: a
@@ -168,8 +167,6 @@ def execute(cfg: DictConfig) -> dict:
     try:
         if parts.embeds and hasattr(parts.encoder, "run_tags"):  # e.g. embedding.precision as resolved here
             known_tags.update(parts.encoder.run_tags())
-        if parts.embeds:  # model available offline, endpoint reachable, key set: checked before any chunking
-            parts.encoder.preflight()
         known_tags.update(dataset_tags(dataset))
         # the first block the model embeds waits for the worker (a skip stops the job there);
         # with every vector cached the job goes on and learns about a skip at the latest when it logs
@@ -195,7 +192,9 @@ def execute(cfg: DictConfig) -> dict:
 def validate(cfg: DictConfig, timings: dict[str, float]) -> tuple[RunSettings, "Settings", Components, Any]:
     """Check the whole configuration before any MLflow run is opened: the run, ``metrics`` and
     ``stats`` settings (:func:`prepare`), the chunker, retriever, embedding and compression
-    constructors (:func:`build_components`; the model itself loads later) and the dataset
+    constructors (:func:`build_components`; the model itself loads later), the embedding
+    model or endpoint (the encoder's ``preflight``: resolved to a local folder, downloaded
+    when it is not cached and the hub is reachable; an endpoint answering) and the dataset
     (:func:`load_dataset`: read and verified, ``timings["load"]`` in seconds).
 
     Returns:
@@ -210,6 +209,9 @@ def validate(cfg: DictConfig, timings: dict[str, float]) -> tuple[RunSettings, "
         run = RunSettings.from_config(cfg)
         settings = prepare(cfg)
     parts = build_components(cfg, settings.metrics)
+    if parts.embeds:  # model available offline, endpoint reachable, key set: before the dataset loads
+        with config_errors("embedding", cfg.get("embedding")):
+            parts.encoder.preflight()
     with config_errors("dataset", cfg.get("dataset")):
         dataset = load_dataset(cfg, timings)
     return run, settings, parts, dataset
