@@ -89,6 +89,13 @@ def run_command(argv: Sequence[str]) -> int:
     stderr; 130 after Ctrl-C. Other errors are reported as Hydra reports them (exit 1).
     """
     sys.argv = ["harness run", *argv]
+    if {"-m", "--multirun"} & set(argv):  # an unknown option would fail only when its job is reached
+        from harness.experiment.errors import sweep_option_error
+
+        line = sweep_option_error(argv, PROJECT_ROOT / "conf")
+        if line is not None:
+            print(f"harness run: {line}", file=sys.stderr)
+            return EXIT_CONFIG
     full = os.environ.get("HYDRA_FULL_ERROR")
     global _USER_FULL_ERROR
     _USER_FULL_ERROR = full == "1"

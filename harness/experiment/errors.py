@@ -15,6 +15,7 @@ from __future__ import annotations
 import difflib
 import inspect
 import re
+from pathlib import Path
 from typing import Any, Iterable
 
 #: Constructor arguments a run passes itself (never written in a config file).
@@ -40,6 +41,31 @@ def did_you_mean(name: str, known: Iterable[str], prefix: str = "") -> str:
     (:func:`difflib.get_close_matches`, default cut-off 0.6), else ``""``."""
     close = difflib.get_close_matches(str(name), [str(k) for k in known], n=1)
     return f"; did you mean {prefix}{close[0]}?" if close else ""
+
+
+def sweep_option_error(argv: Iterable[str], conf_dir: str | Path) -> str | None:
+    """One line for the first unknown config-group option among the sweep overrides of
+    ``argv`` (``chunker=fixed,recursiv``), else None.
+
+    Hydra composes a multirun's jobs one by one, so an unknown option would only fail when its
+    job is reached, after the sweep's parent run exists and with the jobs after it never run;
+    this checks every ``group=a,b,...`` override whose ``group`` is a folder of ``conf_dir``
+    (its options: the ``*.yaml`` files there) before anything starts. Overrides of settings
+    (``chunker.chunk_size=...``), appends (``+``), deletions (``~``), sweep functions
+    (``range(...)``, ``choice(...)``) and Hydra's own groups (``hydra/...``) are left to Hydra.
+    """
+    conf = Path(conf_dir)
+    for arg in argv:
+        if "=" not in arg or arg.startswith(("-", "+", "~")):
+            continue
+        group, _, value = arg.partition("=")
+        if "." in group or group.startswith("hydra") or "(" in value or not (conf / group).is_dir():
+            continue
+        options = sorted(p.stem for p in (conf / group).glob("*.yaml"))
+        for option in (v.strip() for v in value.split(",")):
+            if option and option != "null" and option not in options:
+                return f"{group}={option}: no such option{did_you_mean(option, options, group + '=')} (options: {', '.join(options)})"
+    return None
 
 
 def settings_of(target: str) -> list[str]:

@@ -203,7 +203,7 @@ def sweep_report_html(uri: str, parent_run_id: str, baseline: str | None = None)
     """
     from harness.reporting.html import sweep_report
     from harness.reporting.sweep import build_sweep_view
-    from harness.tracking.runs import UnknownRun, load_run, metric_values, report_link, sweep_jobs
+    from harness.tracking.runs import UnknownRun, artifact_text, load_run, metric_values, report_link, sweep_jobs
 
     try:
         parent, jobs = sweep_jobs(uri, parent_run_id)
@@ -213,4 +213,4 @@ def sweep_report_html(uri: str, parent_run_id: str, baseline: str | None = None)
             )
     except (UnknownRun, ValueError) as exc:
         raise ReportError(str(exc)) from exc
-    return sweep_report(view)
+    return sweep_report(view, artifact_text(uri, view.best, "report.html") if view.best else None)

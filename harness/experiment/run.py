@@ -185,7 +185,7 @@ def execute(cfg: DictConfig) -> dict:
         timings.update(ev.timings)
         timings["tracking_wait"] = opening.waited
         run_id = log_run(tracker, run, settings, parts, dataset, ev, known_tags, timings, t_start)
-    _print_summary(run.run_name, run.experiment, run.tracking_uri, run_id, ev, timings["total"], settings.metrics.objective)
+    _print_summary(run.run_name, run.experiment, run.tracking_uri, run_id, ev, timings["total"], settings.metrics.objective, run.report)
     return {"run_id": run_id, "metrics": ev.metrics, "evaluation": ev, "objective": ev.metrics[settings.metrics.objective]}
 
 
@@ -792,7 +792,7 @@ def _chunk_line(stats: dict) -> str:
     )
 
 
-def _print_summary(name, experiment, uri, run_id, ev, seconds: float, objective: str = "recall@5") -> None:
+def _print_summary(name, experiment, uri, run_id, ev, seconds: float, objective: str = "recall@5", report: bool = False) -> None:
     """Print the run's results: the whole table, or inside a sweep one line (:func:`job_line`)."""
     position = sweep_position()
     if position is not None:
@@ -807,5 +807,8 @@ def _print_summary(name, experiment, uri, run_id, ev, seconds: float, objective:
     if ev.degenerate:
         print("WARNING degenerate_chunking=true: every document fits in one chunk; this run compares whole documents")
     print(f"MLflow run id: {run_id}")
-    print(f"tracking URI:  {uri}\n")
+    print(f"tracking URI:  {uri}")
+    if report:
+        print(f"report:        artifact report.html of the run (or: harness report {run_id})")
+    print()
     sys.stdout.flush()

@@ -18,6 +18,9 @@ nav a { margin-right: 16px; color: #0b5cad; text-decoration: none; }
 main { padding: 8px 22px 40px; }
 section { margin: 18px 0 26px; }
 h2 { font-size: 17px; border-bottom: 1px solid #e3e3e3; padding-bottom: 4px; }
+iframe.embedded-report { width: 100%; height: 85vh; border: 1px solid #ccc; }
+dl.reasons { display: grid; grid-template-columns: max-content 1fr; gap: 2px 10px; margin: 6px 0; }
+dl.reasons dd { margin: 0; }
 .cards { display: flex; flex-wrap: wrap; gap: 10px; }
 .card { border: 1px solid #d8dee4; border-radius: 6px; padding: 8px 12px; min-width: 132px; background: #fbfcfd; }
 .card .name { font-size: 12px; color: #57606a; }

@@ -18,7 +18,7 @@ from typing import Any, Mapping, Sequence
 
 from harness.reporting import charts
 from harness.reporting.assets import CSS, JS
-from harness.reporting.model import REASONS, RunView
+from harness.reporting.model import REASON_TEXT, REASONS, RunView
 
 #: Metrics of a sweep's job table, in column order (those the jobs logged).
 SWEEP_COLUMNS = ("recall@5", "precision@5", "iou@5", "context_precision@5", "ndcg@10", "context_tokens@5", "recall@1024tok")
@@ -169,6 +169,7 @@ def run_report(view: RunView, links: Mapping[str, str] | None = None) -> str:
             n_missed=sum(1 for r in rows if r["missed"]),
             over_window=view.over_window(),
             reasons=REASONS,
+            reason_text=REASON_TEXT,
             counts=counts,
             links=dict(links or {}),
         )
@@ -275,10 +276,13 @@ def _number(value: Any) -> float:
         return math.nan
 
 
-def sweep_report(view: SweepView) -> str:
+def sweep_report(view: SweepView, best_report: str | None = None) -> str:
     """The HTML report of a sweep: the job table (sortable; the best job marked), the
     objective against chunk size per chunker, recall against context tokens with the Pareto
-    front, the paired comparison of the best job with a baseline, links to each job's report."""
+    front, the paired comparison of the best job with a baseline, links to each job's report,
+    and ``best_report`` (the best job's own report page, its HTML text) shown inside the page
+    (an ``<iframe srcdoc>``: the page stays one self-contained file), so that one page tells
+    which chunking is best, where it cut the documents and why its misses missed."""
     objective = view.objective
     columns = [objective, *[c for c in SWEEP_COLUMNS if c != objective and any(c in j["metrics"] for j in view.jobs)]]
     done = [j for j in view.jobs if j["status"] in ("FINISHED", "SKIPPED") and objective in j["metrics"]]
@@ -320,6 +324,7 @@ def sweep_report(view: SweepView) -> str:
             front=set(front),
             best=by_id.get(view.best),
             baseline=by_id.get(view.baseline),
-            counts={s: sum(1 for j in view.jobs if j["status"] == s) for s in ("FINISHED", "SKIPPED", "FAILED", "KILLED", "BUSY")},
+            best_report=best_report,
+            counts={s: sum(1 for j in view.jobs if j["status"] == s) for s in ("FINISHED", "SKIPPED", "FAILED", "KILLED", "BUSY", "INVALID")},
         )
     )

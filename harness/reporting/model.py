@@ -37,6 +37,14 @@ HEADLINE_FAMILIES = ("recall", "precision", "context_precision", "iou", "ndcg", 
 #: Miss reasons in precedence order (as :data:`harness.evaluation.diagnostics.REASONS`).
 REASONS = ("not_covered", "boundary_split", "truncated", "rank_miss")
 
+#: What each miss reason says, in plain words (the definitions of docs/evaluation.md, Diagnostics).
+REASON_TEXT = {
+    "not_covered": "no chunk holds the evidence: the chunker dropped that text",
+    "boundary_split": "the evidence is cut across two or more chunks, and the top k did not bring all of them",
+    "truncated": "a chunk holds the evidence, but past the embedding model's window: the model never saw it",
+    "rank_miss": "a chunk holding the evidence exists but ranked below k: the retriever's fault, not the chunker's",
+}
+
 
 def _gzip_lines(records: Iterable[Mapping[str, Any]]) -> bytes:
     buf = io.BytesIO()

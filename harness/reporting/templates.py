@@ -44,7 +44,9 @@ RUN = """{% extends "base.html" %}{% from "cards.html" import card, reason, docl
 <section id="metrics"><h2>Headline metrics (mean over {{ view.queries|length }} queries, k = {{ k }})</h2>
 <div class="cards">{% for name, value, ci in headline %}{{ card(name, value, ci, view.confidence) }}{% endfor %}</div>
 <p class="muted">{{ view.chunks|length }} chunks{% if view.max_seq_length %}; {{ over_window }} over the model's {{ view.max_seq_length }}-token window{% endif %}; {{ n_missed }} of {{ view.queries|length }} queries missed at k={{ k }}
-({% for r in reasons %}{{ r }} {{ counts.get(r, 0) }}{% if not loop.last %}, {% endif %}{% endfor %}). Reasons: docs/diagnostics.md.</p>
+({% for r in reasons %}{{ r }} {{ counts.get(r, 0) }}{% if not loop.last %}, {% endif %}{% endfor %}).</p>
+<dl class="reasons">{% for r in reasons %}<dt>{{ reason(r) }}</dt><dd>{{ reason_text[r] }}</dd>{% endfor %}</dl>
+<p class="muted">Miss reasons are defined in the project's docs/evaluation.md (section Diagnostics).</p>
 </section>
 <section id="charts"><h2>Charts</h2><div class="charts">
 {% for caption, svg in figures %}<figure><figcaption>{{ caption }}</figcaption>{{ svg|safe }}</figure>{% endfor %}
@@ -103,7 +105,7 @@ SWEEP = """{% extends "base.html" %}
 {% block body %}
 <header><h1>{{ view.name }}</h1>
 <div class="sub">sweep parent run <code>{{ view.run_id }}</code>{% if view.experiment %} · experiment {{ view.experiment }}{% endif %} · objective {{ view.objective }} · {{ view.jobs|length }} jobs{% for s, n in counts.items() if n %} · {{ n }} {{ s|lower }}{% endfor %}</div></header>
-<nav><a href="#best">Best</a><a href="#jobs">Jobs</a><a href="#charts">Charts</a><a href="#comparison">Best vs baseline</a></nav>
+<nav><a href="#best">Best</a><a href="#jobs">Jobs</a><a href="#charts">Charts</a><a href="#comparison">Best vs baseline</a><a href="#best-report">Best job: cuts and misses</a></nav>
 <main>
 <section id="best"><h2>Best job</h2>
 {% if best %}<p class="best-run" data-run="{{ best.run_id }}" data-value="{{ best.metrics[view.objective]|full }}"><b>{{ best.name }}</b> (job {{ best.job }}): {{ view.objective }} = <b>{{ best.metrics[view.objective]|fmt }}</b>{% if view.objective in best.cis %} (95% CI [{{ best.cis[view.objective][0]|fmt }}, {{ best.cis[view.objective][1]|fmt }}]){% endif %}{% if best.link %} · <a href="{{ best.link }}">its report</a>{% endif %}</p>
@@ -126,6 +128,12 @@ SWEEP = """{% extends "base.html" %}
 {% for r in view.comparison %}<tr data-metric="{{ r.metric }}"><td>{{ r.metric }}</td><td class="num">{{ r.mean|fmt }}</td><td class="num" data-value="{{ r.diff|full }}">{{ r.diff|fmt }}</td><td class="num">[{{ r.ci_low|fmt }}, {{ r.ci_high|fmt }}]</td><td class="num">{{ r.p|fmt(3) }}</td><td class="num">{{ r.p_holm|fmt(3) }}</td><td class="num">{{ r.W }}/{{ r.T }}/{{ r.L }}</td><td>{{ r.sig }}</td></tr>
 {% endfor %}</tbody></table>
 {% else %}<p>Not available: the sweep needs two finished jobs with comparable per-query tables (same dataset and queries).</p>{% endif %}
+</section>
+<section id="best-report"><h2>The best job: where it cut the documents, why its misses missed</h2>
+{% if best and best_report %}<p class="muted">The report of <b>{{ best.name }}</b>, inside this page: its documents with the chunk boundaries and the evidence highlighted, and every query with what it retrieved and why it missed.</p>
+<iframe class="embedded-report" title="report of {{ best.name }}" srcdoc="{{ best_report }}"></iframe>
+{% elif best %}<p>The best job logged no report (<code>tracking.report=false</code>); <code>harness report {{ best.run_id }}</code> writes one.</p>
+{% else %}<p>No finished job.</p>{% endif %}
 </section>
 </main>
 {% endblock %}

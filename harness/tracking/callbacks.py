@@ -252,7 +252,7 @@ def log_sweep_report(tracker, parent_run_id: str) -> None:
     try:
         from harness.reporting.html import sweep_report
         from harness.reporting.sweep import build_sweep_view
-        from harness.tracking.runs import load_run, metric_values, report_link, sweep_jobs
+        from harness.tracking.runs import artifact_text, load_run, metric_values, report_link, sweep_jobs
 
         uri = tracker.tracking_uri
         parent, jobs = sweep_jobs(uri, parent_run_id)
@@ -261,12 +261,13 @@ def log_sweep_report(tracker, parent_run_id: str) -> None:
         try:
             with tempfile.TemporaryDirectory() as tmp:
                 view = build_sweep_view(parent, jobs, lambda r: metric_values(r, uri), lambda rid: load_run(uri, rid, tmp), lambda r: report_link(uri, r))
+            best_report = artifact_text(uri, view.best, "report.html") if view.best else None  # shown inside the sweep's page
         finally:
             if previous is None:
                 os.environ.pop("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", None)
             else:
                 os.environ["MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR"] = previous
-        tracker.log_text(sweep_report(view), "report.html")
+        tracker.log_text(sweep_report(view, best_report), "report.html")
     except Exception as exc:  # noqa: BLE001 - the report is an extra: the sweep's result stands without it
         tracker.set_tags({"sweep.report_error": f"{type(exc).__name__}: {exc}"[:MAX_TAG_VALUE]})
 
@@ -502,6 +503,8 @@ class SweepRunCallback(Callback):
         if tables:
             print("\n" + tables[0])
         print(f"sweep parent run {parent}: {status} ({done or 'no jobs'})")
+        if self._report and tables:
+            print(f"sweep report: artifact report.html of the parent run (or: harness report --sweep {parent})")
         sys.stdout.flush()
         return counts
 

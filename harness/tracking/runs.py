@@ -277,6 +277,19 @@ def download_artifact(uri: str, run_id: str, artifact_path: str, dest_dir: str |
         raise TrackingStoreError(f"run {run_id}: artifact {artifact_path!r} not available from {uri}: {exc}") from exc
 
 
+def artifact_text(uri: str, run_id: str, artifact_path: str) -> str | None:
+    """The text (UTF-8) of run ``run_id``'s artifact ``artifact_path``; None when the run has
+    no such artifact or it cannot be read (e.g. a run logged with ``tracking.report=false``
+    has no ``report.html``)."""
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as tmp:
+        try:
+            return download_artifact(uri, run_id, artifact_path, tmp).read_text(encoding="utf-8")
+        except (TrackingStoreError, OSError, UnicodeDecodeError):
+            return None
+
+
 def _has_table(tags: Mapping[str, str], artifact_file: str) -> bool:
     """Whether the run's ``mlflow.loggedArtifacts`` tag (set by ``log_table``) lists ``artifact_file``."""
     import json

@@ -52,8 +52,9 @@ def bad_store(tmp_path_factory):
         (["chunker.chunk_sise=300"], ["chunker.chunk_sise: unknown setting", "did you mean chunker.chunk_size?"]),
         (["+chunker.chunk_sise=300"], ["chunker.chunk_sise: unknown setting", "did you mean chunker.chunk_size?", "FixedChunker"]),
         (["chunker=fixd"], ["chunker=fixd: no such option", "did you mean chunker=fixed?"]),
+        (["-m", "chunker=fixed,recursiv"], ["chunker=recursiv: no such option", "did you mean chunker=recursive?"]),
     ],
-    ids=["overlap>size", "missing dataset.path", "threshold=high", "misspelt key", "misspelt +key", "unknown option"],
+    ids=["overlap>size", "missing dataset.path", "threshold=high", "misspelt key", "misspelt +key", "unknown option", "unknown option in a sweep"],
 )
 def test_a_config_error_is_one_line_exit_2_and_no_run(bad_store, overrides, expected):
     tmp, uri = bad_store

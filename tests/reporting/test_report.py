@@ -12,6 +12,7 @@ in CI). Set ``HARNESS_SCREENSHOT_DIR=docs/img`` to keep the screenshots
 from __future__ import annotations
 
 import gzip
+import html as html_lib
 import json
 import math
 import os
@@ -181,6 +182,20 @@ def test_sweep_report_ranks_the_jobs_and_compares_best_with_baseline(store):
     diff = re.search(r'id="comparison-table".*?data-metric="recall@5">.*?data-value="([^"]+)"', html, re.S).group(1)
     worse = min(SIZES, key=lambda s: recalls[s])
     assert float(diff) == pytest.approx(max(recalls.values()) - recalls[worse], abs=1e-12)
+    # the best job's own report is inside the sweep's page: its cuts and misses on one page
+    frame = re.search(r'<iframe class="embedded-report"[^>]*srcdoc="([^"]*)"', html)
+    assert frame is not None
+    best_size = next(s for s in SIZES if results[s]["run_id"] == best)
+    assert html_lib.unescape(frame.group(1)) == (arts[best_size] / "report.html").read_text(encoding="utf-8")
+
+
+def test_run_report_says_what_each_miss_reason_means(store):
+    _, _, _, arts = store
+    html = (arts[100] / "report.html").read_text(encoding="utf-8")
+    reasons = re.search(r'<dl class="reasons">(.*?)</dl>', html, re.S).group(1)
+    for reason in ("not_covered", "boundary_split", "truncated", "rank_miss"):  # docs/evaluation.md, Diagnostics
+        assert re.search(rf'<dt><span class="reason {reason}">{reason}</span></dt><dd>[^<]{{20,}}</dd>', reasons), reason
+    assert "docs/diagnostics.md" not in html  # no link to a page that does not exist
 
 
 @given(st.lists(st.tuples(st.floats(0, 1e4, allow_nan=False), st.floats(0, 1, allow_nan=False)), max_size=30))
