@@ -51,6 +51,10 @@ HEADLINE_RANK_K = 10
 HEADLINE_AT_EVERY_BUDGET = ("recall",)
 #: Run statistics logged as MLflow metrics whatever the mode.
 HEADLINE_STATS = ("chunks.n_chunks",)
+#: Prefixes of values logged as MLflow metrics whenever a run has them: an approximate
+#: index's recall against exact search (``retriever.index=hnsw|ivf``), which qualifies
+#: every other number of the run.
+HEADLINE_PREFIXES = ("retriever.ann_recall",)
 #: Columns of :data:`METRICS_TABLE`, in order.
 TABLE_COLUMNS = ("metric", "key", "family", "k", "budget", "value", "ci_low", "ci_high", "headline")
 _CI_SUFFIXES = ("_ci_low", "_ci_high")
@@ -92,7 +96,7 @@ def is_headline(name: str, ks: Sequence[int], budgets: Sequence[int] = (), objec
     """
     from harness.evaluation.metrics import parse_name
 
-    if name == objective or name in HEADLINE_STATS:
+    if name == objective or name in HEADLINE_STATS or name.startswith(HEADLINE_PREFIXES):
         return True
     base = name[len(_COMPRESSED) :] if name.startswith(_COMPRESSED) else name
     try:

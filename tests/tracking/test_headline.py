@@ -186,3 +186,13 @@ def test_the_table_keeps_every_value_and_its_bounds():
         "diagnostics.missed_at_5": 0.1,
     }
     assert split(values, "all", ks=[5])[0] == values
+
+
+def test_an_approximate_indexs_recall_against_exact_search_is_a_headline_metric():
+    """retriever.index=hnsw|ivf: its recall against exact search qualifies every other number,
+    so the UI shows it next to recall@k; its timings stay in the table."""
+    from harness.tracking.headline import split
+
+    values = {"recall@5": 0.7, "map@5": 0.5, "retriever.ann_recall_at_10": 0.99, "retriever.ann_recall_at_depth": 0.98, "retriever.ann_search_s": 0.1}
+    logged, headline = split(values, "headline", [5])
+    assert set(logged) == headline == {"recall@5", "retriever.ann_recall_at_10", "retriever.ann_recall_at_depth"}
