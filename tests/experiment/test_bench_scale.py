@@ -28,7 +28,9 @@ def test_phase_meter_times_and_measures_every_phase_of_a_real_evaluation(kestrel
     assert set(meter.seconds) == {"chunk", "index", "search", "score", "diagnostics"}
     assert all(s >= 0 for s in meter.seconds.values())
     for phase, peak in meter.peak_bytes.items():  # the peak of a phase is at least what was resident when it started
-        assert peak >= meter.start_bytes[phase] > 0
+        # the kernel's per-thread RSS counters are batched (up to 64 pages per thread behind),
+        # so VmHWM read at the end can trail the VmRSS read at the start by a little
+        assert peak >= meter.start_bytes[phase] - 4 * 2**20 and meter.start_bytes[phase] > 0
 
 
 def _run(seconds: dict[str, float], n_chunks: int, peak_gb: float, **extra) -> dict:
