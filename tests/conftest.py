@@ -140,6 +140,20 @@ def chroma():
     return load_chroma_general(CHROMA_PATH)
 
 
+#: Chromium flags that work headless on these machines (no sandbox as root, no GPU, no
+#: background traffic to Google services).
+CHROMIUM_FLAGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+]
+
+
 @pytest.fixture(scope="session")
 def encoder():
     from harness.embeddings.model import Encoder

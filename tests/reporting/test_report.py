@@ -24,7 +24,7 @@ from pathlib import Path
 import mlflow
 import pandas as pd
 import pytest
-from conftest import compose, fresh_store
+from conftest import CHROMIUM_FLAGS, compose, fresh_store
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -35,15 +35,6 @@ from harness.tracking.runs import run_metrics
 from harness.tracking.tracker import JOB_TAG, PARENT_TAG, SWEEP_TAG, Tracker
 
 SIZES = (100, 300)
-CHROMIUM_FLAGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--no-first-run",
-]
 
 
 @pytest.fixture(scope="module")

@@ -19,23 +19,11 @@ from pathlib import Path
 
 import mlflow
 import pytest
-from conftest import compose
+from conftest import CHROMIUM_FLAGS, compose
 
 from harness.experiment.run import execute
 from harness.tracking.server import start_server
 
-#: Chromium flags that work headless on these machines (no sandbox as root, no GPU, no
-#: background traffic to Google services).
-CHROMIUM_FLAGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--no-first-run",
-]
 #: Fixed-size chunk sizes (model tokens) of the runs shown in the UI.
 SIZES = (100, 200, 400)
 #: Metric columns added to the UI's runs table (and its screenshot).
