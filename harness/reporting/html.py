@@ -47,6 +47,11 @@ def _environment():
     return env
 
 
+def _render(template: str, **context) -> str:
+    """Page ``template`` rendered with ``context`` and the report's stylesheet and script."""
+    return _environment().get_template(template).render(css=CSS, js=JS, **context)
+
+
 def _fmt(value: Any, digits: int = 4) -> str:
     if value is None:
         return "–"
@@ -152,27 +157,22 @@ def run_report(view: RunView, links: Mapping[str, str] | None = None) -> str:
         ),
         (f"why queries missed at k={k}", charts.miss_bars({r: int(counts.get(r, 0)) for r in REASONS}, k)),
     ]
-    return (
-        _environment()
-        .get_template("run.html")
-        .render(
-            css=CSS,
-            js=JS,
-            view=view,
-            k=k,
-            headline=view.headline(),
-            figures=figures,
-            docs=_doc_rows(view, [view]),
-            payloads=[json_block(p) for p in payloads],
-            query_rows=rows,
-            query_json=json_block(qdata),
-            n_missed=sum(1 for r in rows if r["missed"]),
-            over_window=view.over_window(),
-            reasons=REASONS,
-            reason_text=REASON_TEXT,
-            counts=counts,
-            links=dict(links or {}),
-        )
+    return _render(
+        "run.html",
+        view=view,
+        k=k,
+        headline=view.headline(),
+        figures=figures,
+        docs=_doc_rows(view, [view]),
+        payloads=[json_block(p) for p in payloads],
+        query_rows=rows,
+        query_json=json_block(qdata),
+        n_missed=sum(1 for r in rows if r["missed"]),
+        over_window=view.over_window(),
+        reasons=REASONS,
+        reason_text=REASON_TEXT,
+        counts=counts,
+        links=dict(links or {}),
     )
 
 
@@ -218,24 +218,19 @@ def side_by_side_report(a: RunView, b: RunView, metric: str | None = None) -> st
     names = [n for n, _, _ in a.headline() if n in b.metrics]
     metrics = [(n, a.metrics[n], b.metrics[n]) for n in names]
     first_doc = max(range(len(ids)), key=lambda i: sum(1 for q in wins["a"] + wins["b"] for dd in qdata[q["id"]]["docs"] if dd == i)) if ids else 0
-    return (
-        _environment()
-        .get_template("pair.html")
-        .render(
-            css=CSS,
-            js=JS,
-            a=a,
-            b=b,
-            k=k,
-            metric=metric,
-            metrics=metrics,
-            docs=_doc_rows(a, [a, b]),
-            first_doc=first_doc,
-            payloads=[json_block(p) for p in payloads],
-            query_json=json_block(qdata),
-            wins=wins,
-            n_tied=n_tied,
-        )
+    return _render(
+        "pair.html",
+        a=a,
+        b=b,
+        k=k,
+        metric=metric,
+        metrics=metrics,
+        docs=_doc_rows(a, [a, b]),
+        first_doc=first_doc,
+        payloads=[json_block(p) for p in payloads],
+        query_json=json_block(qdata),
+        wins=wins,
+        n_tied=n_tied,
     )
 
 
@@ -312,19 +307,14 @@ def sweep_report(view: SweepView, best_report: str | None = None) -> str:
             )
         )
     by_id = {j["run_id"]: j for j in view.jobs}
-    return (
-        _environment()
-        .get_template("sweep.html")
-        .render(
-            css=CSS,
-            js=JS,
-            view=view,
-            columns=columns,
-            figures=figures,
-            front=set(front),
-            best=by_id.get(view.best),
-            baseline=by_id.get(view.baseline),
-            best_report=best_report,
-            counts={s: sum(1 for j in view.jobs if j["status"] == s) for s in ("FINISHED", "SKIPPED", "FAILED", "KILLED", "BUSY", "INVALID")},
-        )
+    return _render(
+        "sweep.html",
+        view=view,
+        columns=columns,
+        figures=figures,
+        front=set(front),
+        best=by_id.get(view.best),
+        baseline=by_id.get(view.baseline),
+        best_report=best_report,
+        counts={s: sum(1 for j in view.jobs if j["status"] == s) for s in ("FINISHED", "SKIPPED", "FAILED", "KILLED", "BUSY", "INVALID")},
     )
