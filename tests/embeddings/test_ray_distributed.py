@@ -5,6 +5,7 @@ writes each vector to the cache once and a warm rerun starts no actor.
 Bad settings and an unreachable head fail in one line before any work."""
 
 import os
+import secrets
 import shutil
 import signal
 import socket
@@ -51,7 +52,10 @@ def ray_head():
     root = Path(tempfile.mkdtemp(prefix="hray"))  # short: Ray's socket paths must stay < 108 chars
     port = _free_port()
     env_now = {
-        "RAY_AUTH_MODE": "token",  # Ray's default token (~/.ray/auth_token, made by `ray start` if missing); the driver reads the same
+        "RAY_AUTH_MODE": "token",
+        # a token of this module's own, in the environment the head, its workers and the driver share:
+        # nothing is read from or written to ~/.ray (Ray 2.60's `ray start` refuses token mode without one)
+        "RAY_AUTH_TOKEN": secrets.token_hex(32),
         "RAY_TMPDIR": str(root),
         "RAY_USAGE_STATS_ENABLED": "0",
     }
