@@ -65,7 +65,9 @@ def _quote(text: str, width: int = 60) -> str:
     return repr(flat if len(flat) <= width else flat[: width - 3] + "...")
 
 
-def check_vectors(vectors: np.ndarray, labels: Sequence[str], source: str, desc: str = "embed", hint: str = "nothing of them was cached or indexed") -> np.ndarray:
+def check_vectors(
+    vectors: np.ndarray, labels: Sequence[str], source: str, desc: str = "embed", hint: str = "nothing of them was cached or indexed"
+) -> np.ndarray:
     """The one check every embedding passes before it is cached, indexed or searched.
 
     Args:
@@ -94,8 +96,7 @@ def check_vectors(vectors: np.ndarray, labels: Sequence[str], source: str, desc:
     if not finite.all():
         bad = np.flatnonzero(~finite)
         raise NonFiniteError(
-            f"{source} returned vectors with NaN or infinity for {len(bad)} of {len(arr)} texts ({desc}), first "
-            f"{_quote(labels[int(bad[0])])}; {hint}"
+            f"{source} returned vectors with NaN or infinity for {len(bad)} of {len(arr)} texts ({desc}), first {_quote(labels[int(bad[0])])}; {hint}"
         )
     return np.linalg.norm(arr.astype(np.float64), axis=1) <= ZERO_NORM
 
@@ -465,4 +466,3 @@ class CachedEncoder(ABC):
             out["embedding.window_tokens"] = float(window)
             out["embedding.window_text_tokens"] = float(window - self.special_tokens)
         return out
-

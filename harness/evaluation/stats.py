@@ -462,4 +462,3 @@ def non_inferiority(
         ties=ties,
         losses=losses,
     )
-
