@@ -25,6 +25,18 @@ Qrels = dict[str, dict[str, int]]
 """Relevance judgements: query id -> {chunk id -> relevance grade (>= 1 is relevant)}."""
 
 
+class OneLineError(Exception):
+    """Marker of an error whose message is the whole story, on one line (what was refused,
+    where, how many, what to do). ``harness run`` prints such an error as one line on stderr
+    (exit 1) instead of a traceback; the run is FAILED with the same message."""
+
+
+class NonFiniteError(ValueError, OneLineError):
+    """A number that would make a result wrong: NaN or infinity in a vector, a score or a
+    metric, refused at the boundary it tried to cross (the message names the boundary, the
+    count and the first offender)."""
+
+
 def _check_span(start: int, end: int, where: str) -> None:
     if not isinstance(start, int) or not isinstance(end, int):
         raise TypeError(f"{where}: span bounds must be int, got {start!r}, {end!r}")

@@ -12,7 +12,9 @@ to it, prints a sweep job's place, and maps the outcomes to exit codes: 2 and on
 stderr for a configuration error (:class:`harness.experiment.errors.ConfigError`, or a Hydra
 composition error such as an unknown key; ``HYDRA_FULL_ERROR=1`` shows the traceback
 instead), :data:`harness.tracking.tracker.EXIT_BUSY` (75) for a busy configuration, 130 for
-Ctrl-C, 1 for any other error (Hydra's report).
+Ctrl-C, 1 and one line for an error whose message says everything
+(:class:`harness.types.OneLineError`: a bad reply from an embedding endpoint, a NaN refused
+at a boundary), 1 for any other error (Hydra's report).
 """
 
 from __future__ import annotations
@@ -35,6 +37,7 @@ from harness.experiment.config import compose_once  # noqa: E402
 from harness.experiment.errors import ConfigError  # noqa: E402
 from harness.experiment.run import execute, note_invalid_job, sweep_position  # noqa: E402
 from harness.tracking.tracker import EXIT_BUSY  # noqa: E402
+from harness.types import OneLineError  # noqa: E402
 
 #: Exit code of a configuration error (as argparse uses for bad arguments).
 EXIT_CONFIG = 2
@@ -112,6 +115,9 @@ def run_command(argv: Sequence[str]) -> int:
     except Exception as exc:  # noqa: BLE001 - reported below, as one line or as Hydra would
         _restore(full)
         line = None if full == "1" else _config_line(exc)
+        if line is None and full != "1" and isinstance(exc, OneLineError):  # its message is the whole story; the run is FAILED with it
+            print(f"harness run: {' '.join(str(exc).split())}", file=sys.stderr)
+            return 1
         if line is None:
             _report(exc)
         print(f"harness run: {line}", file=sys.stderr)

@@ -19,8 +19,13 @@ vectors of a list of texts). Everything else is here and behaves alike for every
   model (or would be refused by an API); :attr:`~CachedEncoder.on_truncate` says what to do
   (``warn``: one warning per call with the count and the longest length; ``error``: refuse
   before anything is embedded; ``ignore``).
+* **finite vectors** (:func:`check_vectors`): every block the backend returns (locally, from
+  an API, from Ray actors) and every vector read from the disk cache is checked before it
+  is cached or used: NaN or infinity is refused in one line (the model or cache file, the
+  count, the first text); a zero vector (norm <= :data:`ZERO_NORM`) is kept, warned about
+  once per text and counted (``embedding.zero_vectors``).
 * **counters** for the run's metrics (:meth:`~CachedEncoder.run_metrics`): texts embedded,
-  cache hits, texts over the window.
+  cache hits, texts over the window, zero vectors.
 * :attr:`~CachedEncoder.checkpoint`: a callable run once the caches have been read, before
   each block the model embeds; a run uses it to learn from its tracking store whether to go
   on before paying for any embedding. :attr:`~CachedEncoder.poll` is run instead when
@@ -44,11 +49,56 @@ import numpy as np
 ON_TRUNCATE = ("warn", "error", "ignore")
 #: What a text is embedded as: a chunk or piece of a document, or a question.
 ROLES = ("document", "query")
+#: L2 norms at or below this count as a zero vector (:func:`check_vectors`): its cosine
+#: with anything is undefined; FAISS scores it 0 against every query.
+ZERO_NORM = 1e-12
 
 
 def text_key(text: str) -> str:
     """sha256 hex of a text (UTF-8): the per-text key of both caches."""
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def _quote(text: str, width: int = 60) -> str:
+    """``repr`` of the first ``width`` characters of ``text`` on one line (``...`` when cut)."""
+    flat = " ".join(str(text).split())
+    return repr(flat if len(flat) <= width else flat[: width - 3] + "...")
+
+
+def check_vectors(
+    vectors: np.ndarray, labels: Sequence[str], source: str, desc: str = "embed", hint: str = "nothing of them was cached or indexed"
+) -> np.ndarray:
+    """The one check every embedding passes before it is cached, indexed or searched.
+
+    Args:
+        vectors: float array of shape ``(n, dim)``, one row per text.
+        labels: n strings naming the rows in messages (the texts, or chunk ids).
+        source: who produced the vectors, for the message (``embedding.model 'all-MiniLM-L6-v2'
+            (sentence_transformers)``, ``embedding cache <path>``).
+        desc: what the texts are (``embed chunks``, ``embed queries``).
+        hint: the end of the refusal message (what happened, what to do).
+
+    Returns:
+        Boolean mask of shape ``(n,)``: True for a zero vector (L2 norm <= :data:`ZERO_NORM`).
+        A zero vector is not refused (a static model gives one to a text made only of
+        tokens outside its vocabulary, the API backend to an empty text); the caller flags it.
+
+    Raises:
+        NonFiniteError: a row holds NaN or infinity; one line naming ``source``, how many
+            rows of how many, ``desc`` and the first such row's label.
+    """
+    from harness.types import NonFiniteError
+
+    arr = np.asarray(vectors)
+    if arr.ndim != 2:
+        raise ValueError(f"{source}: expected vectors of shape (n, dim), got shape {tuple(arr.shape)} ({desc})")
+    finite = np.isfinite(arr).all(axis=1)
+    if not finite.all():
+        bad = np.flatnonzero(~finite)
+        raise NonFiniteError(
+            f"{source} returned vectors with NaN or infinity for {len(bad)} of {len(arr)} texts ({desc}), first {_quote(labels[int(bad[0])])}; {hint}"
+        )
+    return np.linalg.norm(arr.astype(np.float64), axis=1) <= ZERO_NORM
 
 
 def check_choice(setting: str, value: Any, allowed: Sequence[str]) -> None:
@@ -118,6 +168,8 @@ class CachedEncoder(ABC):
         self._cache: dict[str, np.ndarray] = {}
         self.n_encoded = 0
         self.n_cache_hits = 0
+        self.n_zero = 0
+        self._zero_checked: set[str] = set()
         self.cache_dir = Path(cache_dir).expanduser() if cache_dir not in (None, "") else None
         self._store = None
         if self.cache_dir is not None:
@@ -206,6 +258,11 @@ class CachedEncoder(ABC):
             ValueError: the backend's vectors differ in dimension from the declared or
                 cached one; texts over the window with ``on_truncate="error"`` (nothing of
                 this call is embedded then); an unknown ``role``.
+            NonFiniteError: a vector, fresh from the backend (any backend, Ray actors
+                included) or read from the disk cache, holds NaN or infinity (one line naming
+                the model or the cache file, the count and the first text; nothing of the
+                block is cached). A zero vector is not refused: it is warned about once per
+                text and counted (:attr:`n_zero`, ``embedding.zero_vectors``).
         """
         texts = self.prompted(texts, role)
         keys = [text_key(t) for t in texts]
@@ -216,6 +273,10 @@ class CachedEncoder(ABC):
                 todo[k] = t
         if todo and self._store is not None:
             hits = self._store.get(self.embedding_key, list(todo), dim=self.declared_dim, model_name=self.model_name)
+            if hits:
+                where = f"embedding cache {self._store.path} (embedding.model {self.model_name!r})"
+                hint = "clear it with `python -m harness.cache clear --kind embeddings`"
+                check_vectors(np.stack(list(hits.values())), [todo[k] for k in hits], where, desc, hint)
             for k, v in hits.items():
                 self._cache[k] = v
                 del todo[k]
@@ -226,7 +287,33 @@ class CachedEncoder(ABC):
             self.poll()
         if not keys:
             return np.zeros((0, self.declared_dim or self.dim), dtype=np.float32)
-        return np.stack([self._cache[k] for k in keys])
+        vectors = np.stack([self._cache[k] for k in keys])
+        self._flag_zero(vectors, texts, keys, desc)
+        return vectors
+
+    @property
+    def source(self) -> str:
+        """Who embeds, for messages: ``embedding.model 'all-MiniLM-L6-v2' (sentence_transformers)``."""
+        return f"embedding.model {self.model_name!r} ({self.backend})"
+
+    def _flag_zero(self, vectors: np.ndarray, texts: Sequence[str], keys: Sequence[str], desc: str) -> None:
+        """Count and warn (once per text and encoder) about zero vectors among ``vectors``."""
+        new = [i for i, k in enumerate(keys) if k not in self._zero_checked]
+        if not new:
+            return
+        zero = np.linalg.norm(vectors[new].astype(np.float64), axis=1) <= ZERO_NORM
+        flagged = list(dict.fromkeys(keys[i] for i, z in zip(new, zero) if z))
+        self._zero_checked.update(keys[i] for i in new)
+        if flagged:
+            import warnings
+
+            first = texts[new[int(np.argmax(zero))]]
+            self.n_zero += len(flagged)
+            warnings.warn(
+                f"{self.source} gave {len(flagged)} of {len(new)} texts ({desc}) a zero vector (first {_quote(first)}): such a "
+                f"chunk scores 0 against every query and a query 0 against every chunk; counted in embedding.zero_vectors",
+                stacklevel=3,
+            )
 
     @property
     def dim(self) -> int:
@@ -293,6 +380,7 @@ class CachedEncoder(ABC):
                     raise ValueError(
                         f"embedding.model {self.model_name!r} produced {vecs.shape[1]}-dimensional vectors but {declared} dimensions were declared"
                     )
+                check_vectors(vecs, [t for _, t in part], self.source, desc)  # before anything is cached
                 block_vecs = {k: v for (k, _), v in zip(part, vecs)}
                 if self._store is not None:
                     self._store.put(self.embedding_key, block_vecs, self._describe())
@@ -324,7 +412,7 @@ class CachedEncoder(ABC):
         except BaseException:
             declared = self.declared_dim
             if done and all(p.ndim == 2 and (declared is None or p.shape[1] == declared) for p in pieces) and len({p.shape[1] for p in pieces}) == 1:
-                kept = {text_key(t): v for t, v in zip(ordered[:done], np.concatenate(pieces))}
+                kept = {text_key(t): v for t, v in zip(ordered[:done], np.concatenate(pieces)) if np.isfinite(v).all()}
                 if self._store is not None:
                     self._store.put(self.embedding_key, kept, self._describe())
                 self._cache.update(kept)
@@ -371,6 +459,7 @@ class CachedEncoder(ABC):
             "embedding.texts_embedded": float(self.n_encoded),
             "embedding.cache_hits": float(self.n_cache_hits),
             "embedding.texts_over_window": float(self.n_truncated),
+            "embedding.zero_vectors": float(self.n_zero),
         }
         window = self.max_seq_length
         if window is not None:  # the model window, next to the chunk statistics (chunks.tokens_*)

@@ -53,7 +53,8 @@ from urllib.parse import urlsplit, urlunsplit
 
 import numpy as np
 
-from harness.embeddings.base import CachedEncoder, check_choice, text_key
+from harness.embeddings.base import CachedEncoder, _quote, check_choice, text_key
+from harness.types import OneLineError
 
 #: Default endpoint: OpenAI's API.
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
@@ -68,8 +69,10 @@ _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _KEYLIKE = re.compile(r"(sk-[A-Za-z0-9_\-*]{6,}|Bearer\s+\S+)")
 
 
-class EmbeddingAPIError(RuntimeError):
-    """Base class of the errors an embeddings endpoint causes (never carries the API key)."""
+class EmbeddingAPIError(RuntimeError, OneLineError):
+    """Base class of the errors an embeddings endpoint causes: one line naming the endpoint,
+    the request and what was wrong (never the API key); ``harness run`` prints it as that
+    line, without a traceback, and the run is FAILED with it."""
 
 
 class EmbeddingRequestError(EmbeddingAPIError):
@@ -590,10 +593,15 @@ class OpenAIEncoder(CachedEncoder):
             else:
                 why = "raise embedding.max_retries / embedding.timeout or check embedding.base_url"
             raise EmbeddingUnavailableError(f"no usable answer from {self._where()} after {attempts} attempt(s) (last: {last}); {why}") from None
-        vectors, usage = self._parse(data, len(inputs))
+        vectors, usage = self._parse(data, len(inputs), self._request_note(inputs))
         counted = usage if usage is not None else sum(counts if counts is not None else self.count_tokens(inputs))
         self.n_tokens_embedded += counted
         return vectors
+
+    def _request_note(self, inputs: Sequence[str]) -> str:
+        """``request 3 (a batch of 128 texts, first 'The broker ...')``: the last request sent, for messages."""
+        first = f", first {_quote(inputs[0], 40)}" if inputs else ""
+        return f"request {self.n_requests} (a batch of {len(inputs)} texts{first})"
 
     def _attempt(self, body: dict[str, Any], headers: dict[str, str], key: str | None, preflight: bool) -> Any:
         import httpx
@@ -627,7 +635,8 @@ class OpenAIEncoder(CachedEncoder):
             return resp.json()
         except ValueError:
             raise EmbeddingResponseError(
-                f"{self._where()} sent HTTP 200 whose body is not JSON (starts {self._redact(resp.text[:120], key)!r}); nothing was cached"
+                f"{self._where()} sent HTTP 200 whose body is not JSON to {self._request_note(body['input'])} "
+                f"(starts {self._redact(resp.text[:120], key)!r}); nothing was cached"
             ) from None
 
     def _server_message(self, resp, key: str | None) -> str:
@@ -646,11 +655,12 @@ class OpenAIEncoder(CachedEncoder):
         text = self._redact(text, key) or resp.reason_phrase or "no message"
         return text if len(text) <= 300 else text[:297] + "..."
 
-    def _parse(self, data: Any, n: int) -> tuple[np.ndarray, int | None]:
-        """Validated ``(vectors in input order, usage tokens or None)`` of a reply to ``n`` inputs."""
+    def _parse(self, data: Any, n: int, request: str = "the request") -> tuple[np.ndarray, int | None]:
+        """Validated ``(vectors in input order, usage tokens or None)`` of a reply to ``n`` inputs
+        (``request`` names the request in messages, :meth:`_request_note`)."""
 
         def bad(why: str) -> EmbeddingResponseError:
-            return EmbeddingResponseError(f"{self._where()} sent an invalid embeddings reply: {why}; nothing of it was cached")
+            return EmbeddingResponseError(f"{self._where()} sent an invalid embeddings reply to {request}: {why}; nothing of it was cached")
 
         items = data.get("data") if isinstance(data, dict) else None
         if not isinstance(items, list):

@@ -58,6 +58,43 @@ def _as_values(values: Iterable[float], name: str = "values") -> np.ndarray:
     return arr
 
 
+def query_mean(values: Iterable[float], name: str = "values", query_ids: Sequence[str] | None = None) -> tuple[float, int]:
+    """The mean of a metric over every query, a query whose value is not finite scored 0.
+
+    The one function a run's mean over per-query values goes through. A NaN or infinite
+    per-query value means the metric failed for that query: it is never skipped (that would
+    shrink the denominator and lift the mean: ``[1, NaN, 0.5, NaN]`` would give 0.75), but
+    scored 0, kept in the denominator and counted, with a warning.
+
+    Args:
+        values: one value per query (n >= 1).
+        name: the metric's name, for the warning.
+        query_ids: the n query ids, to name the first failed one (optional).
+
+    Returns:
+        ``(mean, n_failed)``: ``sum(finite values) / n`` and how many values were not finite.
+
+    Raises:
+        ValueError: ``values`` is empty or not one-dimensional.
+    """
+    arr = np.asarray(list(values) if not isinstance(values, np.ndarray) else values, dtype=float)
+    if arr.ndim != 1 or arr.size == 0:
+        raise ValueError(f"{name}: need one value per query (a non-empty 1-D list), got shape {arr.shape}")
+    bad = ~np.isfinite(arr)
+    n_failed = int(bad.sum())
+    if n_failed:
+        import warnings
+
+        first = int(np.argmax(bad))
+        which = f"query {query_ids[first]!r}" if query_ids is not None else f"position {first}"
+        warnings.warn(
+            f"{name}: {n_failed} of {arr.size} queries have no finite value (first: {which}, {arr[first]!r}); "
+            "each is scored 0 and kept in the mean's denominator (counted in queries.n_failed)",
+            stacklevel=2,
+        )
+    return float(np.where(bad, 0.0, arr).sum() / arr.size), n_failed
+
+
 def _check_resamples(n_resamples: int, name: str = "n_resamples") -> int:
     if isinstance(n_resamples, bool) or not isinstance(n_resamples, (int, np.integer)) or n_resamples < 1:
         raise ValueError(f"{name} must be an integer >= 1, got {n_resamples!r}")

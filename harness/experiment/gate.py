@@ -56,6 +56,7 @@ from typing import Any, Sequence
 
 import pandas as pd
 
+from harness.evaluation.stats import query_mean
 from harness.experiment.build import PROJECT_ROOT
 
 #: Gate file used when ``--gate`` is not given.
@@ -288,7 +289,7 @@ def baseline_payload(gate: Gate, cli_overrides: Sequence[str], cfg, dataset, run
         "package_versions": package_versions(),
         "python": sys.version.split()[0],
         "metrics": metrics,
-        "means": {m: float(table[m].mean()) for m in metrics},
+        "means": {m: query_mean(table[m], m)[0] for m in metrics},
         "queries": [{"query_id": str(r["query_id"]), "query": str(r["query"]), **{m: float(r[m]) for m in metrics}} for r in table.to_dict(orient="records")],
     }
 
@@ -365,7 +366,7 @@ def describe_changes(old: Baseline | None, new: dict) -> str:
         lines.append("|---|---:|")
         lines += [f"| {m} | {v:.4f} |" for m, v in new["means"].items()]
         return "\n".join(lines)
-    old_means = {m: float(old.per_query[m].mean()) for m in old.metrics}
+    old_means = {m: query_mean(old.per_query[m], m)[0] for m in old.metrics}
     old_values = old.per_query.set_index("query_id")
     new_values = {q["query_id"]: q for q in new["queries"]}
     shared = [q for q in old_values.index if q in new_values]

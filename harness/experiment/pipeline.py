@@ -16,6 +16,7 @@ import warnings
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping, Sequence
 
+import numpy as np
 import pandas as pd
 
 from harness.chunkers.base import Chunker
@@ -445,12 +446,31 @@ def add_unit_metrics(
 
 def per_query_table(rows: list[dict[str, Any]]) -> tuple[pd.DataFrame, dict[str, float]]:
     """The per-query rows as a DataFrame (id/text columns first, ``retrieved`` last) and the
-    mean of every metric column (names with ``@`` or registered metric names)."""
+    mean of every metric column (names with ``@`` or registered metric names) over every
+    query (:func:`harness.evaluation.stats.query_mean`).
+
+    A per-query value that is not finite (a metric that failed for that query) is set to 0
+    in the table, so the table, its mean and the bootstrap CIs drawn from it agree, and
+    warned about; ``queries.n_failed`` (always present) counts the queries with at least one
+    such value."""
+    from harness.evaluation.stats import query_mean
+
     per_query = pd.DataFrame(rows)
     if "retrieved" in per_query.columns:
         per_query = per_query[[c for c in per_query.columns if c != "retrieved"] + ["retrieved"]]
     metric_cols = [c for c in per_query.columns if "@" in c or is_metric_name(c)]
-    return per_query, {c: float(per_query[c].mean()) for c in metric_cols}
+    ids = per_query["query_id"].tolist() if "query_id" in per_query.columns else None
+    means: dict[str, float] = {}
+    failed = np.zeros(len(per_query), dtype=bool)
+    for c in metric_cols:
+        values = pd.to_numeric(per_query[c], errors="coerce").to_numpy(dtype=float)
+        means[c], n_failed = query_mean(values, c, ids)
+        if n_failed:
+            bad = ~np.isfinite(values)
+            failed |= bad
+            per_query[c] = np.where(bad, 0.0, values)
+    means["queries.n_failed"] = float(failed.sum())
+    return per_query, means
 
 
 def diagnose(

@@ -18,6 +18,8 @@ import tempfile
 from pathlib import Path
 from typing import Any, Mapping
 
+from harness.evaluation.stats import query_mean
+
 #: Artifacts a run report reads back.
 REPORT_INPUTS = ("per_query.csv", "chunks.jsonl.gz", "ranking.jsonl.gz", "miss_reasons.json", "config.yaml")
 
@@ -136,7 +138,7 @@ def run_view(uri: str, run_id: str, workdir: str | Path):
             "the dataset changed since the run, so its spans would be drawn on other text; rerun the configuration"
         )
     values = metric_values(run, uri)
-    metrics = {m: float(per_query[m].mean()) for m in metric_names_of(per_query.columns) if pd.api.types.is_numeric_dtype(per_query[m])}
+    metrics = {m: query_mean(per_query[m], m)[0] for m in metric_names_of(per_query.columns) if pd.api.types.is_numeric_dtype(per_query[m])}
     metrics.update({k: v for k, v in values.items() if "@" in k and not k.endswith(("_ci_low", "_ci_high")) or k == "precision_omega"})
     ranking = {str(r["query"]): (list(r["ids"]), list(r["scores"])) for r in read_jsonl_gz(files["ranking.jsonl.gz"])} if files["ranking.jsonl.gz"] else {}
     counts = json.loads(Path(files["miss_reasons.json"]).read_text()) if files["miss_reasons.json"] else None

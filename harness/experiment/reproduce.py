@@ -25,6 +25,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
+from harness.evaluation.stats import query_mean
+
 #: The reference's separators, as a Hydra override value (escapes decoded by the chunker config).
 _SEPARATORS = '["\\n\\n","\\n",".","?","!"," ",""]'
 
@@ -220,11 +222,11 @@ def split_by_corpus(per_query, corpora: dict[str, str], metrics: Sequence[str]) 
     if unknown:
         raise ValueError(f"query {unknown[0]!r} of the run is not a question of the dataset")
     groups = ids.map(corpora)
-    values = {ALL: {m: float(per_query[m].mean()) for m in metrics}}
+    values = {ALL: {m: query_mean(per_query[m], m)[0] for m in metrics}}
     questions = {ALL: len(per_query)}
     for corpus in sorted(set(groups)):
         rows = per_query[groups == corpus]
-        values[corpus] = {m: float(rows[m].mean()) for m in metrics}
+        values[corpus] = {m: query_mean(rows[m], m)[0] for m in metrics}
         questions[corpus] = len(rows)
     return values, questions
 

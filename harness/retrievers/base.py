@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import functools
+import math
 from abc import ABC, abstractmethod
-from typing import Sequence
+from typing import Mapping, Sequence
 
-from harness.types import Chunk, Query, Run
+from harness.types import Chunk, NonFiniteError, Query, Run
 
 
 class Retriever(ABC):
@@ -18,6 +20,20 @@ class Retriever(ABC):
 
     name: str = "base"
     needs_encoder: bool = False
+
+    def __init_subclass__(cls, **kwargs) -> None:
+        """Every ``search`` a subclass defines returns through :func:`check_scores`, so no
+        retriever (a new one included, and the sides of a hybrid) hands on a NaN score."""
+        super().__init_subclass__(**kwargs)
+        search = cls.__dict__.get("search")
+        if search is not None and not getattr(search, "_scores_checked", False):
+
+            @functools.wraps(search)
+            def checked(self, queries, k, *args, **kw):
+                return check_scores(search(self, queries, k, *args, **kw), self.name)
+
+            checked._scores_checked = True
+            cls.search = checked
 
     @abstractmethod
     def index(self, chunks: Sequence[Chunk]) -> None:
@@ -53,6 +69,8 @@ class Retriever(ABC):
         Raises:
             TypeError: ``queries`` is not a sequence of :class:`harness.types.Query`.
             ValueError: ``k`` < 1 or not an int, or search before :meth:`index`.
+            NonFiniteError: a score is NaN, infinite or not a number (checked for every
+                subclass by :func:`check_scores`, wrapped around its ``search``).
         """
 
 
@@ -106,3 +124,40 @@ def ranked(run: Run, query_id: str) -> list[str]:
     """Chunk ids of one query sorted by descending score (ties: ascending chunk id)."""
     scores = run.get(query_id, {})
     return sorted(scores, key=lambda cid: (-scores[cid], cid))
+
+
+def finite_scores(scores: Mapping[str, float], where: str, of: str = "") -> Mapping[str, float]:
+    """``scores`` (``{chunk_id: score}`` of one query) when every score is a finite real number.
+
+    Raises:
+        NonFiniteError: one line naming ``where`` (and ``of``: `` of query 'q1'``), how many
+            scores of how many are NaN, infinite or not numbers, and the first one's chunk id
+            and value.
+    """
+    bad = [(cid, s) for cid, s in scores.items() if isinstance(s, bool) or not isinstance(s, (int, float)) or not math.isfinite(s)]
+    if bad:
+        cid, s = bad[0]
+        raise NonFiniteError(f"{where}: {len(bad)} of {len(scores)} scores{of} are not finite numbers (first: chunk {cid!r}, score {s!r})")
+    return scores
+
+
+def check_scores(run: Run, retriever: str) -> Run:
+    """The boundary every retriever's output crosses: ``run`` unchanged when every score of
+    every query is a finite real number (``bool`` is not a number here).
+
+    :class:`Retriever` wraps each subclass's ``search`` with this check, so BM25, FAISS,
+    the hybrid (its two sides and its fused result), the reranker and any retriever added
+    later are checked alike; a NaN would otherwise rank anywhere (it compares false with
+    every number) or, in FAISS, drop its chunk from the results.
+
+    Args:
+        run: ``{query_id: {chunk_id: score}}``.
+        retriever: the retriever's name, for the message.
+
+    Raises:
+        NonFiniteError: ``retriever.<name>: <n> of <m> scores of query '<id>' are not
+            finite numbers (first: chunk ..., score nan)``.
+    """
+    for qid, scores in run.items():
+        finite_scores(scores, f"retriever.{retriever}", f" of query {qid!r}")
+    return run

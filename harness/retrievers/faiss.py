@@ -12,6 +12,7 @@ from typing import Sequence
 
 import numpy as np
 
+from harness.embeddings.base import check_vectors
 from harness.retrievers.base import Retriever, check_chunks, check_k, check_queries
 from harness.types import Chunk, Query, Run
 
@@ -240,6 +241,7 @@ class FaissRetriever(Retriever):
             raise ValueError(
                 f"retriever.faiss: the encoder returned chunk vectors of shape {tuple(vecs.shape)}, expected ({len(chunks)}, dim): one row per chunk"
             )
+        check_vectors(vecs, [c.chunk_id for c in chunks], self._source(), "embed chunks")  # FAISS would keep a NaN row and never return it
         t0 = time.perf_counter()
         self._index = self._build(vecs)
         if self.index_type != "flat":
@@ -247,6 +249,10 @@ class FaissRetriever(Retriever):
         self._ids = [c.chunk_id for c in chunks]
         self.chunk_vectors = vecs
         self._indexed = True
+
+    def _source(self) -> str:
+        model = getattr(self.encoder, "model_name", type(self.encoder).__name__)
+        return f"retriever.faiss: the encoder ({model!r})"
 
     def _build(self, vecs: np.ndarray):
         """The FAISS index of ``self.index_type`` over ``vecs`` ``(n, dim)`` float32, filled."""
@@ -305,6 +311,7 @@ class FaissRetriever(Retriever):
                 f"have shape ({len(queries)}, {self._index.d}), but the query encoder ({model!r}) returned shape "
                 f"{tuple(qv.shape)}; queries and chunks must be embedded by the same embedding.model"
             )
+        check_vectors(qv, [q.query_id for q in queries], self._source(), "embed queries")  # FAISS would return no hit for a NaN query
         kk = min(k, self._index.ntotal)
         if self.index_type == "flat":
             scores, idx = self._index.search(qv, kk)

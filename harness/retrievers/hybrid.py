@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import Mapping, Sequence
 
 from harness.embeddings.base import check_choice
-from harness.retrievers.base import Retriever, check_chunks, check_k, check_queries
+from harness.retrievers.base import Retriever, check_chunks, check_k, check_queries, finite_scores
 from harness.retrievers.bm25 import BM25Retriever
 from harness.retrievers.faiss import FaissRetriever
 from harness.types import Chunk, Query, Run
@@ -21,6 +21,8 @@ from harness.types import Chunk, Query, Run
 FUSIONS = ("rrf", "weighted")
 #: Candidates fetched per side when ``depth`` is null: ``max(k, DEFAULT_DEPTH)``.
 DEFAULT_DEPTH = 100
+#: What :func:`minmax` gives every candidate of a constant list (one candidate, or ties only).
+CONSTANT_SCORE = 0.5
 
 
 def order(scores: Mapping[str, float]) -> list[str]:
@@ -52,8 +54,13 @@ def rrf_fuse(rankings: Sequence[Mapping[str, float]], rrf_k: float = 60, k: int 
     Returns:
         ``{chunk_id: fused score}`` over the union of the rankings' ids, in ranking order;
         scores lie in ``(0, len(rankings) / (rrf_k + 1)]``.
+
+    Raises:
+        NonFiniteError: a ranking holds a NaN or infinite score (its order would be undefined).
     """
     fused: dict[str, float] = {}
+    for side, ranking in enumerate(rankings):
+        finite_scores(ranking, f"rrf_fuse: ranking {side}")
     for ranking in rankings:
         for position, cid in enumerate(order(ranking), start=1):
             fused[cid] = fused.get(cid, 0.0) + 1.0 / (rrf_k + position)
@@ -62,13 +69,25 @@ def rrf_fuse(rankings: Sequence[Mapping[str, float]], rrf_k: float = 60, k: int 
 
 def minmax(scores: Mapping[str, float]) -> dict[str, float]:
     """Per-query min-max normalisation: ``(s - min) / (max - min)`` over the given scores,
-    so the best candidate gets 1.0 and the worst 0.0. When every score is equal (one
-    candidate, or ties only) each gets 1.0: all of them are that side's best. Empty -> ``{}``."""
+    so the best candidate gets 1.0 and the worst 0.0; every value is in [0, 1] and the order
+    of the scores is kept. Empty -> ``{}``.
+
+    A constant list (one candidate, or ties only, all zeros included) carries no preference
+    among its candidates: each gets :data:`CONSTANT_SCORE` (0.5), the middle of the range.
+    1.0 would let a side that cannot tell its candidates apart weigh as much as the other
+    side's best match (one weak dense hit would tie a clear BM25 winner); 0.0 would rank its
+    candidates with those the side did not return at all. Every value of a non-constant
+    list is still reachable (0 and 1 are taken by its worst and best).
+
+    Raises:
+        NonFiniteError: a score is NaN or infinite (``min``/``max`` of such a list are undefined).
+    """
     if not scores:
         return {}
+    finite_scores(scores, "minmax")
     lo, hi = min(scores.values()), max(scores.values())
     if hi == lo:
-        return {cid: 1.0 for cid in scores}
+        return {cid: CONSTANT_SCORE for cid in scores}
     span = hi - lo
     return {cid: (s - lo) / span for cid, s in scores.items()}
 
@@ -91,7 +110,12 @@ def weighted_fuse(dense: Mapping[str, float], lexical: Mapping[str, float], alph
 
     Returns:
         ``{chunk_id: fused score in [0, 1]}`` over the union of both sides' ids, in ranking order.
+
+    Raises:
+        NonFiniteError: a score of either side is NaN or infinite (names the side).
     """
+    finite_scores(dense, "weighted_fuse: dense side")
+    finite_scores(lexical, "weighted_fuse: lexical side")
     nd, nl = minmax(dense), minmax(lexical)
     fused = {cid: alpha * nd.get(cid, 0.0) + (1.0 - alpha) * nl.get(cid, 0.0) for cid in {*nd, *nl}}
     return top(fused, k)
@@ -109,7 +133,8 @@ class HybridRetriever(Retriever):
     * ``rrf``: :func:`rrf_fuse` over both sides' candidate lists, constant ``rrf_k``.
     * ``weighted``: :func:`weighted_fuse`, ``alpha * dense + (1 - alpha) * BM25`` after
       per-query min-max normalisation of each side over its own candidates (a side's
-      missing candidate scores 0 there; a side whose candidates all score alike gives each 1).
+      missing candidate scores 0 there; a side whose candidates all score alike gives each
+      :data:`CONSTANT_SCORE`, 0.5).
 
     Each side fetches ``depth`` candidates per query (null: ``max(k, 100)``); the fused
     ranking holds only chunks that one side returned (BM25 returns only chunks sharing a

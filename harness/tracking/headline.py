@@ -158,12 +158,18 @@ def metrics_table(values: Mapping[str, float], headline: Iterable[str] = ()):
         (registry family, else the part before the first dot, else the name), ``k`` and
         ``budget`` (the rank cut-off / token budget, else missing), ``value``, ``ci_low``
         and ``ci_high`` (missing without a bootstrap) and ``headline`` (bool). Rows in the
-        order of ``values``.
+        order of ``values``. ``metric`` -> ``key`` is the run's stored name map.
+
+    Raises:
+        NonFiniteError, MetricNameCollision: a value is not finite, or two names map to one
+            MLflow key (:func:`harness.tracking.keys.metric_keys`).
     """
     import pandas as pd
 
-    from harness.evaluation.metrics import mlflow_key, parse_name
+    from harness.evaluation.metrics import parse_name
+    from harness.tracking.keys import metric_keys
 
+    keys = metric_keys(values)
     heads = set(headline)
     bounds: dict[str, dict[str, float]] = {}
     names: list[str] = []
@@ -185,7 +191,7 @@ def metrics_table(values: Mapping[str, float], headline: Iterable[str] = ()):
         rows.append(
             {
                 "metric": name,
-                "key": mlflow_key(name),
+                "key": keys[name],
                 "family": family,
                 "k": k,
                 "budget": budget,

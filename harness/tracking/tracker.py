@@ -60,7 +60,7 @@ import traceback
 from pathlib import Path
 from typing import Any, Iterable, Iterator, Mapping
 
-from harness.evaluation.metrics import mlflow_key
+from harness.tracking.keys import metric_keys
 
 #: MLflow limits (3.x): param value length, params per batch, metrics per batch, tag length.
 MAX_PARAM_VALUE = 6000
@@ -561,13 +561,20 @@ class Tracker:
     def log_metric_groups(self, groups: Iterable[tuple[Mapping[str, float], int]]) -> None:
         """Log several ``(metrics, step)`` groups together: one MLflow ``log_batch`` call
         (one database transaction) per 1000 values instead of one call per group. Keys as in
-        :meth:`log_metrics`."""
+        :meth:`log_metrics`.
+
+        Raises:
+            NonFiniteError, MetricNameCollision: a value is not finite, or two names map to
+                one key (:func:`harness.tracking.keys.metric_keys`); nothing is logged then.
+        """
         import time
 
         from mlflow.entities import Metric
 
+        groups = [(dict(metrics), step) for metrics, step in groups]
+        keys = metric_keys(groups)
         now = int(time.time() * 1000)
-        items = [Metric(mlflow_key(k), float(v), now, step) for metrics, step in groups for k, v in metrics.items()]
+        items = [Metric(keys[k], float(v), now, step) for metrics, step in groups for k, v in metrics.items()]
         for i in range(0, len(items), MAX_METRICS_PER_BATCH):
             self.client.log_batch(self.run_id, metrics=items[i : i + MAX_METRICS_PER_BATCH])
 

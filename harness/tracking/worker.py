@@ -303,6 +303,23 @@ class WorkerTracker:
 
         return call
 
+    def log_metrics(self, metrics: Mapping[str, float], step: int = 0) -> None:
+        """As :meth:`log_metric_groups` with one group."""
+        self.log_metric_groups([(metrics, step)])
+
+    def log_metric_groups(self, groups) -> None:
+        """Check the metrics here (:func:`harness.tracking.keys.metric_keys`: finite values,
+        one name per MLflow key), then send them to the worker without waiting.
+
+        Raises:
+            NonFiniteError, MetricNameCollision: before anything is sent.
+        """
+        from harness.tracking.keys import metric_keys
+
+        groups = [(dict(metrics), step) for metrics, step in groups]
+        metric_keys(groups)
+        self._worker.send("call", method="log_metric_groups", args=(groups,), kwargs={})
+
     def flush(self) -> None:
         """Wait until the worker has done every logging call sent so far.
 

@@ -14,6 +14,7 @@ import email.utils
 import inspect
 import json
 import math
+import re
 import time
 import warnings
 
@@ -482,3 +483,80 @@ def test_llama_cpp_server_in_embedding_mode(tmp_path):
             enc.preflight()
     finally:
         stop_process(proc)
+
+
+# -- a bad reply after the preflight: one line, the run FAILED with it ----------------------
+def _one_vector(texts, body):
+    return reply([text_vector(texts[0])])  # one embedding, whatever the batch size
+
+
+def _nan_vectors(texts, body):
+    return reply([[math.nan] * 8 for _ in texts])
+
+
+@pytest.mark.parametrize(
+    "bad, why",
+    [(_one_vector, r"1 embeddings for 3 inputs"), (_nan_vectors, r"non-finite values"), (("raw", b"<html>busy</html>"), r"not JSON")],
+    ids=["wrong count", "nan", "not json"],
+)
+def test_a_bad_reply_after_the_preflight_is_one_line_naming_endpoint_and_batch(bad, why, key):
+    with EmbeddingServer(script=[None, bad]) as server:  # the preflight succeeds, the first batch gets the bad reply
+        enc = make(server)
+        enc.preflight()
+        with pytest.raises(EmbeddingResponseError) as info:
+            enc.encode(TEXTS[:3])
+    message = str(info.value)
+    assert "\n" not in message and KEY not in message and re.search(why, message), message
+    assert f"{server.base_url}/embeddings" in message and "request 2 (a batch of 3 texts, first " in message, message
+    assert enc.n_encoded == 0  # nothing of the bad reply was kept
+
+
+@pytest.mark.slow
+def test_a_bad_reply_after_the_preflight_fails_the_run_in_one_line_naming_endpoint_and_batch(key, tracking_uri):
+    from harness.experiment.run import execute
+
+    with EmbeddingServer(script=[None, _one_vector]) as server:  # the preflight succeeds, the first batch gets the bad reply
+        cfg = compose(
+            [
+                "embedding=openai",
+                f"embedding.base_url={server.base_url}",
+                f"embedding.api_key_env={KEY_ENV}",
+                "embedding.show_progress=false",
+                "chunker=fixed",
+                "retriever=faiss",
+                "stats.bootstrap=0",
+                f"tracking.uri={tracking_uri}",
+                f"cache.dir={tracking_uri.removeprefix('sqlite:///')}.cache",
+            ]
+        )
+        with pytest.raises(EmbeddingResponseError) as info:
+            execute(cfg)
+    message = str(info.value)
+    assert "\n" not in message and KEY not in message
+    assert server.base_url + "/embeddings" in message and re.search(r"1 embeddings for \d+ inputs", message), message
+    assert re.search(r"request 2 \(a batch of \d+ texts, first '", message), message
+    client, runs = _runs(tracking_uri)
+    assert [r.info.status for r in runs] == ["FAILED"] and runs[0].data.tags["error"].endswith(message)
+
+
+@pytest.mark.slow
+def test_harness_run_prints_a_bad_reply_as_one_line_without_a_traceback(key, tmp_path):
+    import os
+    import subprocess
+    import sys
+
+    from conftest import KESTREL_PATH, fresh_store
+
+    uri = fresh_store(tmp_path / "mlflow.db")
+    with EmbeddingServer(script=[None, _one_vector]) as server:
+        cmd = [sys.executable, "-m", "harness.run", "embedding=openai", f"embedding.base_url={server.base_url}", f"embedding.api_key_env={KEY_ENV}"]
+        cmd += ["embedding.show_progress=false", "chunker=fixed", "retriever=faiss", "stats.bootstrap=0", f"dataset.path={KESTREL_PATH}"]
+        cmd += [f"tracking.uri={uri}", f"cache.dir={tmp_path / 'cache'}", f"hydra.run.dir={tmp_path / 'out'}"]
+        env = {k: v for k, v in os.environ.items() if k != "HYDRA_FULL_ERROR"}
+        proc = subprocess.run(cmd, cwd=PROJECT_ROOT, env=env, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 1, proc.stderr[-3000:]
+    assert "Traceback" not in proc.stderr, proc.stderr[-3000:]
+    lines = [ln for ln in proc.stderr.splitlines() if ln.startswith("harness run: ")]
+    assert len(lines) == 1 and "sent an invalid embeddings reply to request 2" in lines[0] and "1 embeddings for" in lines[0] and server.base_url in lines[0], (
+        proc.stderr[-3000:]
+    )

@@ -115,7 +115,7 @@ def test_per_query_table_orders_columns_and_averages_metrics():
     ]
     table, means = per_query_table(rows)
     assert list(table.columns)[-1] == "retrieved" and list(table.columns)[:2] == ["query_id", "query"]
-    assert means == {"recall@1": 0.5, "precision_omega": 0.375}  # counts and ids are not averaged
+    assert means == {"recall@1": 0.5, "precision_omega": 0.375, "queries.n_failed": 0.0}  # counts and ids are not averaged; no query failed
 
 
 def test_evaluate_takes_settings_and_tools():

@@ -97,10 +97,11 @@ def test_weighted_fusion_against_hand_computed_values():
 
 def test_minmax_edge_cases():
     assert minmax({}) == {}
-    assert minmax({"only": -0.3}) == {"only": 1.0}  # one candidate: that side's best
-    assert minmax({"a": 2.0, "b": 2.0}) == {"a": 1.0, "b": 1.0}
-    # a side with a single candidate still counts fully
-    assert weighted_fuse({"a": 0.2}, {}, alpha=0.25) == {"a": 0.25}
+    # a constant list (one candidate, or ties only) tells its candidates no apart: the middle, 0.5
+    assert minmax({"only": -0.3}) == {"only": 0.5}
+    assert minmax({"a": 2.0, "b": 2.0}) == {"a": 0.5, "b": 0.5}
+    # a side with a single candidate counts half: 0.25 * 0.5
+    assert weighted_fuse({"a": 0.2}, {}, alpha=0.25) == {"a": 0.125}
 
 
 # --------------------------------------------------------------------------- fusion properties
