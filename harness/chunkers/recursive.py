@@ -340,5 +340,6 @@ class _Split:
             self.out.append((start, end, n, False))
             return
         hard = oversize or not self.any_position
-        for ws, we in window_atoms(self.text, start, end, self.counter, self.size, 0):
+        # windows share chunk_overlap units, as merged pieces do: the overlap holds on a hard cut too
+        for ws, we in window_atoms(self.text, start, end, self.counter, self.size, self.overlap):
             self.out.append((ws, we, we - ws if layout is None else layout.count(ws, we), hard))
