@@ -13,10 +13,14 @@ from __future__ import annotations
 import string
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from harness.chunkers.fixed import FixedChunker
 from harness.chunkers.hierarchical import HierarchicalChunker
 from harness.chunkers.recursive import RecursiveChunker
+from harness.text.packing import pack_units
+from harness.text.units import get_counter
 from harness.types import Document
 
 LETTERS = string.ascii_lowercase  # 26 characters, no separator
@@ -80,3 +84,23 @@ def test_hierarchical_children_keep_their_overlap_on_a_hard_cut():
 def test_overlap_not_below_the_size_is_refused(cls):
     with pytest.raises(ValueError, match=r"chunker\.chunk_overlap.*\[0, 10\).*got 10"):
         cls(chunk_size=10, chunk_overlap=10, unit="chars")
+
+
+@settings(max_examples=60, deadline=None)
+@given(lengths=st.lists(st.integers(1, 9), min_size=1, max_size=30), size=st.integers(1, 30), overlap=st.integers(0, 5))
+def test_pack_units_repeats_as_many_units_as_fit(lengths, size, overlap):
+    """``overlap_sentences`` / ``overlap_paragraphs``: consecutive groups share
+    ``min(overlap, what fits)`` units, worked out by brute force: the most trailing units
+    ``s <= overlap`` of the previous group (leaving it at least one of its own) that fit
+    together with the first unit the previous group did not hold."""
+    units, pos = [], 0
+    for n in lengths:  # units of n letters separated by one space
+        units.append((pos, pos + n))
+        pos += n + 1
+    text = " ".join("x" * n for n in lengths)
+    counter = get_counter("chars")
+    groups = pack_units(text, units, counter, size, overlap)
+    assert [g for g in groups] == sorted(groups) and groups[0][0] == 0 and groups[-1][1] == len(units)
+    for (i, j), (i2, _j2) in zip(groups, groups[1:]):
+        feasible = [s for s in range(0, min(overlap, j - i - 1) + 1) if s == 0 or units[j][1] - units[j - s][0] <= size]
+        assert j - i2 == max(feasible)
