@@ -26,7 +26,13 @@ class Chunker(ABC):
       ``metadata["unit"]`` (see :meth:`finalize`);
     * when ``contiguous``: one span per chunk and starts non-decreasing per document;
     * when ``partitions``: every non-whitespace character of a document is in some chunk;
+    * :meth:`overlap_limit` holds between consecutive chunks (see :func:`check_chunks`);
     * deterministic: same input and parameters give identical chunks and ids.
+
+    :func:`check_chunks` is the one checker of these promises (the tests run it on every
+    ``conf/chunker/*.yaml`` over generated documents); :meth:`chunk_all` runs its cheap
+    part, the overlap promise, on every document (:func:`check_overlap_promise`) and refuses a
+    chunking that breaks it.
 
     Attributes:
         name: strategy name used in run names and metrics.
@@ -48,6 +54,34 @@ class Chunker(ABC):
         tiktoken encoding name (only meaningful for tokens).
         """
         return None
+
+    def overlap_limit(self) -> int | None:
+        """Most units (of :meth:`size_limit`'s unit) two consecutive chunks share, or None.
+
+        The promise the overlap setting makes (``chunk_overlap`` of ``fixed`` and
+        ``recursive``, ``child_overlap`` of ``hierarchical``), checked by
+        :func:`check_overlap_promise` on every path a chunker takes (separator merges, hard cuts,
+        the last chunk). "Consecutive" means neighbours in output order with the same
+        document and the same ``parent_id``. With a limit ``O``:
+
+        * ``O == 0``: consecutive chunks share no character;
+        * ``O > 0``: consecutive chunks share at most ``O`` units (counted as the
+          document's atoms, in :meth:`size_limit`'s unit, that meet the shared characters),
+          and a cut inside a word (non-whitespace on both sides of a chunk's end) that is
+          not at one of the strategy's own boundaries (:meth:`overlap_exempt`) is followed
+          by a chunk that starts before that end, i.e. the overlap is never dropped at a
+          hard cut.
+
+        None (the default): no promise in units (e.g. ``overlap_sentences`` counts
+        sentences, a bound :func:`harness.text.packing.pack_units` keeps).
+        """
+        return None
+
+    def overlap_exempt(self, text: str, pos: int) -> bool:
+        """True when a chunk may end at ``pos`` of ``text`` inside a word without carrying
+        overlap into the next chunk (a boundary of the strategy's own, e.g. a separator of
+        ``recursive``, whose pieces are carried whole or not at all). Default: none."""
+        return False
 
     def finalize(self, doc: Document, chunks: list[Chunk]) -> list[Chunk]:
         """Make every chunk of ``doc`` keep :meth:`size_limit` and record its size.
@@ -78,7 +112,8 @@ class Chunker(ABC):
         """Chunk every document and concatenate the results (document order kept).
 
         Raises:
-            ValueError: two chunks share a chunk id (a chunker bug: identical spans twice).
+            ChunkContractError: a document's chunks break :meth:`overlap_limit` (a chunker
+                bug; the message names the chunker, the setting and the chunks).
         """
         docs = list(docs)
         if progress:
@@ -88,7 +123,9 @@ class Chunker(ABC):
         out: list[Chunk] = []
         seen: set[str] = set()
         for doc in docs:
-            for c in self.finalize(doc, self.chunk(doc)):
+            chunks = self.finalize(doc, self.chunk(doc))
+            check_overlap_promise(self, doc, chunks, measure_tokens=False)
+            for c in chunks:
                 if c.chunk_id in seen:
                     continue  # identical spans from an overlapping window: keep one
                 seen.add(c.chunk_id)
@@ -333,3 +370,147 @@ def _hard_cut(doc: Document, chunk: Chunk, counter, size: int) -> list[Chunk]:
     if group:
         emit(group, True)
     return out
+
+
+class ChunkContractError(ValueError):
+    """A chunker's output breaks a promise of :class:`Chunker` (a chunker bug, never bad input)."""
+
+
+def _setting(chunker: Chunker, kind: str) -> str:
+    """``chunker=<name>`` with the setting behind a promise, for one-line messages."""
+    for attr in ("chunk_overlap", "child_overlap") if kind == "overlap" else ("chunk_size", "max_chunk_size", "child_size"):
+        if hasattr(chunker, attr):
+            return f"chunker={chunker.name} chunker.{attr}={getattr(chunker, attr)}"
+    return f"chunker={chunker.name}"
+
+
+def _consecutive(chunks: list[Chunk]):
+    """Pairs of neighbouring chunks (output order) with the same document and parent."""
+    last: dict[tuple[str, str | None], Chunk] = {}
+    for c in chunks:
+        key = (c.doc_id, c.parent_id)
+        prev = last.get(key)
+        if prev is not None:
+            yield prev, c
+        last[key] = c
+
+
+def check_overlap_promise(chunker: Chunker, doc: Document, chunks: list[Chunk], measure_tokens: bool = True) -> None:
+    """Refuse chunks of ``doc`` that break ``chunker.overlap_limit()`` (rules there).
+
+    The shared units of consecutive chunks ``a``, ``b`` are the atoms of the whole document
+    (characters, ``\\S+`` words, or tokens of the size limit's tokenizer) that meet
+    ``[b.start, a.end)``. Characters and words are always counted; tokens only when
+    ``measure_tokens`` (it tokenises the document once: the tests do, :meth:`Chunker.chunk_all`
+    does not, and counts only what needs no tokenizer). Multi-span chunks are compared by
+    their first start and last end.
+
+    Raises:
+        ChunkContractError: one line naming the chunker, its overlap setting, the two
+            chunks and what was expected.
+    """
+    limit = chunker.overlap_limit()
+    if limit is None or len(chunks) < 2:
+        return
+    text = doc.text
+    if limit == 0:
+        for a, b in _consecutive(chunks):
+            if b.start < a.end and any(s < ae and bs < e for s, e in a.spans for bs, ae in b.spans):
+                raise ChunkContractError(f"{_setting(chunker, 'overlap')}: chunks {a.chunk_id} and {b.chunk_id} share characters; expected no overlap")
+        return
+    unit = (chunker.size_limit() or ("chars", "model", 0))[:2]
+    atoms = None  # (starts, ends) of the document's atoms, built on first need
+
+    def shared(s: int, e: int) -> int | None:
+        nonlocal atoms
+        if unit[0] == "chars":
+            return e - s
+        if unit[0] == "tokens" and not measure_tokens:
+            return None
+        if atoms is None:
+            from harness.text.units import get_counter, layout_of
+
+            lay = layout_of(get_counter(*unit), text)
+            atoms = (list(lay.starts), list(lay.ends))
+        import bisect
+
+        return max(0, bisect.bisect_left(atoms[0], e) - bisect.bisect_right(atoms[1], s))
+
+    for a, b in _consecutive(chunks):
+        if b.start < a.end:
+            if a.end - b.start <= limit:
+                continue  # at most `limit` characters: at most `limit` units of any kind
+            n = shared(b.start, a.end)
+            if n is not None and n > limit:
+                raise ChunkContractError(f"{_setting(chunker, 'overlap')}: chunks {a.chunk_id} and {b.chunk_id} share {n} {unit[0]}; expected at most {limit}")
+            continue
+        end = a.end
+        if 0 < end < len(text) and not text[end - 1].isspace() and not text[end].isspace() and not chunker.overlap_exempt(text, end):
+            raise ChunkContractError(
+                f"{_setting(chunker, 'overlap')}: chunk {a.chunk_id} ends inside a word and the next chunk {b.chunk_id} repeats none of it; "
+                f"expected up to {limit} {unit[0]} of overlap"
+            )
+
+
+def check_chunks(chunker: Chunker, doc: Document, chunks: list[Chunk]) -> None:
+    """Check every promise of :class:`Chunker` on the chunks of one document.
+
+    Spans inside ``doc`` and exact (``chunk.text == prefix + joiner.join(span texts) +
+    suffix``); no empty or whitespace-only chunk; no two chunks with identical spans
+    (children of different parents excepted); :meth:`Chunker.size_limit` on the embedded
+    text, counted with the limit's own counter, and ``metadata["size"]``/``["unit"]``
+    recording it; one span per chunk and non-decreasing starts when ``contiguous``;
+    every non-whitespace character in some chunk when ``partitions``; the overlap promise
+    (:func:`check_overlap_promise`, tokens counted).
+
+    Raises:
+        ChunkContractError: the first broken promise, in one line naming the chunker, the
+            setting or rule, and the chunk.
+    """
+    text = doc.text
+    limit = chunker.size_limit()
+    counter = None
+    if limit is not None:
+        from harness.text.units import get_counter
+
+        counter = get_counter(limit[0], limit[1])
+    name = f"chunker={chunker.name}"
+    seen: set = set()
+    last_start = 0
+    covered = bytearray(len(text))
+    for c in chunks:
+        if c.doc_id != doc.doc_id:
+            raise ChunkContractError(f"{name}: chunk {c.chunk_id} names document {c.doc_id!r}, expected {doc.doc_id!r}")
+        if not all(0 <= s < e <= len(text) for s, e in c.spans):
+            raise ChunkContractError(f"{name}: chunk {c.chunk_id} has a span outside [0, {len(text)}]")
+        meta = c.metadata
+        parts = [text[s:e] for s, e in c.spans]
+        if c.text != meta.get("prefix", "") + meta.get("joiner", "").join(parts) + meta.get("suffix", ""):
+            raise ChunkContractError(f"{name}: chunk {c.chunk_id} text is not prefix + its span texts + suffix")
+        if not "".join(parts).strip():
+            raise ChunkContractError(f"{name}: chunk {c.chunk_id} is whitespace-only")
+        if counter is not None:
+            n = measure(counter, c.text)
+            if n > limit[2]:
+                raise ChunkContractError(f"{_setting(chunker, 'size')}: chunk {c.chunk_id} measures {n} {limit[0]}; expected at most {limit[2]}")
+            if (meta.get("size"), meta.get("unit")) != (n, limit[0]):
+                raise ChunkContractError(f"{name}: chunk {c.chunk_id} records size {meta.get('size')!r} {meta.get('unit')!r}; measured {n} {limit[0]}")
+        key = (c.spans, c.parent_id)
+        if key in seen:
+            raise ChunkContractError(f"{name}: spans of chunk {c.chunk_id} appear twice")
+        seen.add(key)
+        if chunker.contiguous:
+            if len(c.spans) != 1:
+                raise ChunkContractError(f"{name}: chunk {c.chunk_id} has {len(c.spans)} spans; a contiguous strategy gives one")
+            if c.start < last_start:
+                raise ChunkContractError(f"{name}: chunk {c.chunk_id} starts before the previous chunk (start {c.start} < {last_start})")
+            last_start = c.start
+        for s, e in c.spans:
+            covered[s:e] = b"\x01" * (e - s)
+    if chunker.partitions:
+        for i, ch in enumerate(text):
+            if not covered[i] and not ch.isspace():
+                raise ChunkContractError(
+                    f"{name}: character {i} ({ch!r}) of {doc.doc_id} is in no chunk; the strategy promises to cover every non-whitespace character"
+                )
+    check_overlap_promise(chunker, doc, chunks)

@@ -66,6 +66,11 @@ class FixedChunker(Chunker):
     def size_limit(self) -> tuple[str, str, int] | None:
         return None if self.compatible else (self.unit, self.tokenizer, self.chunk_size)
 
+    def overlap_limit(self) -> int | None:
+        """``chunk_overlap`` (windows share exactly that many atoms, fewer only where a window
+        is shrunk to fit or snapped to a word start); None with ``compatible``."""
+        return None if self.compatible else self.chunk_overlap
+
     def chunk(self, doc: Document) -> list[Chunk]:
         if self.compatible:
             return self._chunk_chroma(doc)

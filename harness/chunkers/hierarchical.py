@@ -149,6 +149,14 @@ class HierarchicalChunker(Chunker):
     def size_limit(self) -> tuple[str, str, int]:
         return (self.unit, self.tokenizer, self.child_size)
 
+    def overlap_limit(self) -> int:
+        """``child_overlap`` between consecutive children of one parent (children never cross
+        a parent, so none is carried from one parent to the next)."""
+        return self.child_overlap
+
+    def overlap_exempt(self, text: str, pos: int) -> bool:
+        return self._child_splitter.overlap_exempt(text, pos)
+
     # -- parents ---------------------------------------------------------------------------
     def _regions(self, text: str, atx: bool) -> list[Span]:
         if self.mode == "window":

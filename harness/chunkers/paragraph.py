@@ -58,6 +58,11 @@ class ParagraphChunker(SizedChunker):
         check_count_below("overlap_paragraphs", overlap_paragraphs, max_chunk_size, "max_chunk_size")
         self.overlap_paragraphs = overlap_paragraphs
 
+    def overlap_limit(self) -> int | None:
+        """0 (chunks share no character) when ``overlap_paragraphs=0``; otherwise None: the overlap is
+        counted in whole paragraphs, up to ``overlap_paragraphs`` (:func:`harness.text.packing.pack_units`)."""
+        return 0 if self.overlap_paragraphs == 0 else None
+
     def chunk(self, doc: Document) -> list[Chunk]:
         text = doc.text
         counter = get_counter(self.unit, self.tokenizer)

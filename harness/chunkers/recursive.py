@@ -157,6 +157,19 @@ class RecursiveChunker(Chunker):
     def size_limit(self) -> tuple[str, str, int] | None:
         return None if self.compatible else (self.unit, self.tokenizer, self.chunk_size)
 
+    def overlap_limit(self) -> int | None:
+        """``chunk_overlap``: merged chunks carry trailing pieces of at most that many units,
+        hard-cut windows share that many atoms; None with ``compatible``."""
+        return None if self.compatible else self.chunk_overlap
+
+    def overlap_exempt(self, text: str, pos: int) -> bool:
+        """A cut at a separator (kept at the start of the next piece) carries whole pieces
+        only, so it may carry none; so may a cut after a code point that alone measures more
+        than ``chunk_overlap`` (a 3-token emoji at ``chunk_overlap=2``)."""
+        if any(sep and text.startswith(sep, pos) for sep in self.separators):
+            return True
+        return self.unit != "chars" and get_counter(self.unit, self.tokenizer).count(text[pos - 1]) > self.chunk_overlap
+
     def chunk(self, doc: Document) -> list[Chunk]:
         # Chunk(...) directly with exactly the fields Chunk.from_spans would set (spans lie in
         # the document by construction): chunk construction is a visible share of the time.
@@ -340,5 +353,6 @@ class _Split:
             self.out.append((start, end, n, False))
             return
         hard = oversize or not self.any_position
-        for ws, we in window_atoms(self.text, start, end, self.counter, self.size, 0):
+        # windows share chunk_overlap units, as merged pieces do: the overlap holds on a hard cut too
+        for ws, we in window_atoms(self.text, start, end, self.counter, self.size, self.overlap):
             self.out.append((ws, we, we - ws if layout is None else layout.count(ws, we), hard))

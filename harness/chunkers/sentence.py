@@ -58,6 +58,11 @@ class SentenceChunker(SizedChunker):
         check_count_below("overlap_sentences", overlap_sentences, max_chunk_size, "max_chunk_size")
         self.overlap_sentences = overlap_sentences
 
+    def overlap_limit(self) -> int | None:
+        """0 (chunks share no character) when ``overlap_sentences=0``; otherwise None: the overlap is
+        counted in whole sentences, up to ``overlap_sentences`` (:func:`harness.text.packing.pack_units`)."""
+        return 0 if self.overlap_sentences == 0 else None
+
     def chunk(self, doc: Document) -> list[Chunk]:
         text = doc.text
         counter = get_counter(self.unit, self.tokenizer)
