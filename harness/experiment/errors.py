@@ -6,7 +6,8 @@ retriever, embedding and compression constructors, and the dataset loader. Whate
 refuse becomes a :class:`ConfigError`, which ``harness run`` prints as one line on stderr
 (exit code 2, no traceback, no run in the store). Hydra's own composition errors (an
 unknown key such as ``chunker.chunk_sise=300``, an unknown option such as
-``chunker=recursiv``, a malformed override) get the same treatment through
+``chunker=recursiv``, a malformed override, a value that needs quoting: the line then shows
+the quoted form, :func:`quoted_override`) get the same treatment through
 :func:`hydra_error_line`. Suggestions come from :mod:`difflib` (``get_close_matches``).
 """
 
@@ -113,8 +114,8 @@ def quoted_override(override: str) -> str | None:
 
 
 def _grammar_reason(exc: BaseException) -> str:
-    """Hydra's reason for refusing an override, short: ``'#' is not allowed unquoted`` for a
-    lexer error (the character under Hydra's caret), else its parser message."""
+    """Hydra's reason for refusing an override, short: ``at '#'`` for a lexer error (the
+    character under Hydra's caret), else its parser message."""
     lines = [ln for ln in str(getattr(exc, "message", exc)).splitlines() if ln.strip()]
     override = str(getattr(exc, "override", ""))
     for n, line in enumerate(lines):
@@ -123,7 +124,7 @@ def _grammar_reason(exc: BaseException) -> str:
             at = len(lines[n + 1].rstrip()) - 1 - len(prefix)
             text = line[len(prefix) :]
             if 0 <= at < len(text):
-                return f"{text[at]!r} is not allowed unquoted"
+                return f"at {text[at]!r}"
     kept = [ln.strip() for ln in lines if not ln.startswith(("See https://", "Error parsing override", "LexerNoViableAltException")) and ln.strip() != "^"]
     return "; ".join(kept) or f"cannot parse {override!r}"
 

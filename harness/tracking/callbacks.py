@@ -154,8 +154,8 @@ def plan_sweep(task: Sequence[str], params: Mapping[str, Any] | None = None, swe
     * a setting given twice on the command line (``chunker.chunk_size=128,256 ...
       chunker.chunk_size=512``): Hydra's basic sweeper keeps only the last one, so the
       first one's values would silently not run (any sweeper);
-    * with the basic sweeper: a value listed twice in one sweep (``128,256,128``: two
-      identical jobs), a sweep with no values (``range(5,5)``: no job), and an
+    * with the basic sweeper: a value listed twice in one sweep (``128,256,128``, or
+      ``fixed,'fixed'``: equal once parsed; two identical jobs), a sweep with no values (``range(5,5)``: no job), and an
       ``interval(...)`` sweep (only a sampling sweeper such as Optuna draws from one).
 
     A sweeper param (``hydra.sweeper.params``, e.g. from ``experiment=``) overridden on the
@@ -186,7 +186,7 @@ def plan_sweep(task: Sequence[str], params: Mapping[str, Any] | None = None, swe
         key = _plain_key(override)
         if key in first:
             raise SweepPlanError(
-                f"{key}: given twice ({first[key].input_line} and {override.input_line}); a sweep would run only the last one's values: "
+                f"{key}: given twice ({first[key].input_line} and {override.input_line}); only the last one would take effect: "
                 f"give the key once, with all its values in one sweep{_merged(first[key], override)}"
             )
         first[key] = override
@@ -223,7 +223,7 @@ def plan_sweep(task: Sequence[str], params: Mapping[str, Any] | None = None, swe
             continue
         if not values:
             raise SweepPlanError(f"{override.input_line}: the sweep has no values, so no job would run; give at least one value")
-        repeated = next((v for i, v in enumerate(values) if v in values[:i]), None)
+        repeated = _repeated_value(override)
         if repeated is not None:
             raise SweepPlanError(f"{override.input_line}: {repeated} is listed twice (two identical jobs); list each value once")
         axes[key] = (override, values)
@@ -234,6 +234,24 @@ def plan_sweep(task: Sequence[str], params: Mapping[str, Any] | None = None, swe
     jobs = tuple(itertools.product(*[[f"{k}={v}" for v in values] for k, (_, values) in axes.items()]))
     _check_against_hydra(jobs, overrides, ordered)
     return SweepPlan(str(sweeper), tuple((k, tuple(v)) for k, (_, v) in axes.items()), swept, lines, jobs, ordered)
+
+
+def _repeated_value(override) -> str | None:
+    """The first value of a discrete sweep that equals an earlier one once parsed (``fixed``
+    and ``'fixed'`` are one value; ``128`` and ``'128'`` are not: an int and a string), else None."""
+    from hydra.core.override_parser.types import ChoiceSweep, QuotedString
+
+    sweep = override.value()
+    if not isinstance(sweep, ChoiceSweep):  # range(...) steps and glob(...) matches never repeat
+        return None
+    seen: set[str] = set()
+    for value in sweep.list:
+        value = value.text if isinstance(value, QuotedString) else value
+        key = f"{type(value).__name__}:{value!r}"
+        if key in seen:
+            return str(value)
+        seen.add(key)
+    return None
 
 
 def _merged(a, b) -> str:

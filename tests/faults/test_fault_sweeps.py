@@ -168,6 +168,9 @@ def test_the_issue_example_is_refused_naming_the_repeated_key():
 def test_duplicate_value_empty_range_and_interval_are_refused():
     with pytest.raises(SweepPlanError, match=r"^chunker\.chunk_size=128,256,128: 128 is listed twice"):
         plan_sweep(["chunker.chunk_size=128,256,128"], None, BASIC)
+    with pytest.raises(SweepPlanError, match=r"^chunker=fixed,'fixed': fixed is listed twice"):
+        plan_sweep(["chunker=fixed,'fixed'"], None, BASIC)  # the same option, once quoted
+    assert plan_sweep(["chunker.chunk_size=128,'128'"], None, BASIC).n_jobs == 2  # an int and a string: not the same value
     with pytest.raises(SweepPlanError, match=r"^chunker\.chunk_size=range\(5,5\): the sweep has no values"):
         plan_sweep(["chunker.chunk_size=range(5,5)"], None, BASIC)
     with pytest.raises(SweepPlanError, match=r"^chunker\.threshold=interval\(0,1\): .*choice\(\.\.\.\) or range\(\.\.\.\)"):
@@ -228,7 +231,7 @@ def test_parent_records_the_grid_that_ran(tmp_path):
         "-m",
         "retriever=glob(bm*)",
         "chunker=fixed",
-        "chunker.chunk_size=100,150",
+        "chunker.chunk_size=100",
         "stats.bootstrap=0",
         "tracking.report=false",
         "embedding.show_progress=false",
@@ -236,25 +239,22 @@ def test_parent_records_the_grid_that_ran(tmp_path):
     cmd = [sys.executable, "-m", "harness.run", *args, f"tracking.uri={uri}", f"cache.dir={_SESSION_CACHE}", f"hydra.sweep.dir={tmp_path / 'multirun'}"]
     proc = subprocess.run(cmd, cwd=PROJECT_ROOT, env=env, capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr[-3000:]
-    # glob(bm*) over conf/retriever is one option: 1 x 2 jobs, and every job line says so
-    assert "job 1/2: fixed-100-0-bm25" in proc.stdout and "job 2/2: fixed-150-0-bm25" in proc.stdout
+    # glob(bm*) over conf/retriever matches one file (bm25.yaml): one job, and its line says so
+    assert GROUP_OPTIONS["retriever"].count("bm25") == 1 and fnmatch.filter(GROUP_OPTIONS["retriever"], "bm*") == ["bm25"]
+    assert "job 1/1: fixed-100-0-bm25" in proc.stdout
     client = mlflow.MlflowClient(uri)
     exp = client.get_experiment_by_name("kestrel_kb")
     runs = client.search_runs([exp.experiment_id])
     (parent,) = [r for r in runs if r.data.tags.get(SWEEP_TAG) == "parent"]
-    assert len(runs) == 3
-    assert parent.info.run_name == "sweep retriever=glob(bm*) chunker.chunk_size=100,150"
-    tags = parent.data.tags
-    assert tags["sweep.jobs"] == "2"
-    assert tags["sweep.grid"] == "retriever=bm25 chunker.chunk_size=100,150"
+    assert sorted(r.info.run_name for r in runs if r.data.tags.get(SWEEP_TAG) != "parent") == ["fixed-100-0-bm25"]
+    assert parent.info.run_name == "sweep retriever=glob(bm*)"
+    assert parent.data.tags["sweep.jobs"] == "1" and parent.data.tags["sweep.grid"] == "retriever=bm25"
     local = client.download_artifacts(parent.info.run_id, "sweep_plan.json", str(tmp_path))
     with open(local, encoding="utf-8") as fh:
         plan = json.load(fh)
-    assert plan["n_jobs"] == 2 and plan["swept"] == {"retriever": ["bm25"], "chunker.chunk_size": ["100", "150"]}
-    planned = [dict(o.split("=", 1) for o in job) for job in plan["jobs"]]
-    assert [(j["retriever"], j["chunker"], j["chunker.chunk_size"]) for j in planned] == [("bm25", "fixed", "100"), ("bm25", "fixed", "150")]
-    ran = sorted(r.info.run_name for r in runs if r.data.tags.get(SWEEP_TAG) != "parent")
-    assert ran == ["fixed-100-0-bm25", "fixed-150-0-bm25"]
+    assert plan["n_jobs"] == 1 and plan["swept"] == {"retriever": ["bm25"]}
+    (job,) = [dict(o.split("=", 1) for o in j) for j in plan["jobs"]]
+    assert (job["retriever"], job["chunker"], job["chunker.chunk_size"]) == ("bm25", "fixed", "100")
 
 
 # ------------------------------------------------------------------ overrides that need quoting
