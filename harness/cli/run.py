@@ -36,6 +36,7 @@ from harness.experiment.build import PROJECT_ROOT  # noqa: E402
 from harness.experiment.config import compose_once  # noqa: E402
 from harness.experiment.errors import ConfigError  # noqa: E402
 from harness.experiment.run import execute, note_invalid_job, sweep_position  # noqa: E402
+from harness.tracking.callbacks import SweepRefused  # noqa: E402
 from harness.tracking.tracker import EXIT_BUSY  # noqa: E402
 from harness.types import OneLineError  # noqa: E402
 
@@ -89,7 +90,9 @@ def run_command(argv: Sequence[str]) -> int:
     """``harness run ARGV``: Hydra parses ``argv`` as it would ``python -m harness.run ARGV``.
 
     Returns 0, or :data:`EXIT_CONFIG` after printing a configuration error as one line on
-    stderr; 130 after Ctrl-C. Other errors are reported as Hydra reports them (exit 1).
+    stderr (also a sweep whose jobs would not be the ones typed: a setting given twice, a
+    value listed twice, an empty sweep; see :func:`harness.tracking.callbacks.plan_sweep`;
+    refused before any MLflow run or job exists); 130 after Ctrl-C. Other errors are reported as Hydra reports them (exit 1).
     """
     sys.argv = ["harness run", *argv]
     if {"-m", "--multirun"} & set(argv):  # an unknown option would fail only when its job is reached
@@ -108,6 +111,10 @@ def run_command(argv: Sequence[str]) -> int:
     try:
         with compose_once(argv):  # Hydra composes the config once, not twice
             main()
+    except SweepRefused as exc:  # the sweep plan refused the jobs before any run or job existed
+        _restore(full)
+        print(f"harness run: {exc.line}", file=sys.stderr)
+        return EXIT_CONFIG
     except KeyboardInterrupt:  # the run, and a sweep's parent, are closed KILLED on the way out
         _restore(full)
         print("interrupted (Ctrl-C): the current run is closed as KILLED", file=sys.stderr)

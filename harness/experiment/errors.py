@@ -6,7 +6,8 @@ retriever, embedding and compression constructors, and the dataset loader. Whate
 refuse becomes a :class:`ConfigError`, which ``harness run`` prints as one line on stderr
 (exit code 2, no traceback, no run in the store). Hydra's own composition errors (an
 unknown key such as ``chunker.chunk_sise=300``, an unknown option such as
-``chunker=recursiv``, a malformed override) get the same treatment through
+``chunker=recursiv``, a malformed override, a value that needs quoting: the line then shows
+the quoted form, :func:`quoted_override`) get the same treatment through
 :func:`hydra_error_line`. Suggestions come from :mod:`difflib` (``get_close_matches``).
 """
 
@@ -66,6 +67,66 @@ def sweep_option_error(argv: Iterable[str], conf_dir: str | Path) -> str | None:
             if option and option != "null" and option not in options:
                 return f"{group}={option}: no such option{did_you_mean(option, options, group + '=')} (options: {', '.join(options)})"
     return None
+
+
+def quoted_override(override: str) -> str | None:
+    """``override`` as a shell word whose value Hydra reads as exactly the text after the
+    first ``=``, e.g. ``dataset.path=a=b`` -> ``'dataset.path="a=b"'``; None when there is no
+    ``key=`` or even the quoted form does not parse (a malformed key).
+
+    The value is put in Hydra's double quotes (single quotes when it holds ``"`` and not
+    ``'``); inside them Hydra's grammar treats ``=``, ``#``, ``,``, brackets and regex
+    characters as text and only a quote, or backslashes before a quote or the end, need a
+    backslash (Hydra's override grammar, "Quoted values"). The whole override is then put in
+    the shell's single quotes (:func:`shlex.quote`), since the shell would otherwise remove
+    Hydra's quotes. The result is checked: split as a POSIX shell does, it parses with
+    Hydra's ``OverridesParser`` to the same key and value. ``${...}`` in the value stays an
+    interpolation (Hydra resolves it inside quotes too).
+    """
+    import shlex
+
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    key, sep, value = str(override).partition("=")
+    if not sep or not key.strip():
+        return None
+    quote = "'" if '"' in value and "'" not in value else '"'
+    out, i = [], 0
+    while i < len(value):
+        if value[i] == "\\":
+            j = i
+            while j < len(value) and value[j] == "\\":
+                j += 1
+            run = value[i:j]
+            out.append(run * 2 if j == len(value) or value[j] == quote else run)
+            i = j
+        else:
+            out.append("\\" + quote if value[i] == quote else value[i])
+            i += 1
+    form = f"{key}={quote}{''.join(out)}{quote}"
+    try:
+        (parsed,) = OverridesParser.create().parse_overrides([form])
+    except Exception:  # noqa: BLE001 - the key itself is malformed: no hint
+        return None
+    if parsed.is_sweep_override() or parsed.value() != value:
+        return None
+    return shlex.quote(form)
+
+
+def _grammar_reason(exc: BaseException) -> str:
+    """Hydra's reason for refusing an override, short: ``at '#'`` for a lexer error (the
+    character under Hydra's caret), else its parser message."""
+    lines = [ln for ln in str(getattr(exc, "message", exc)).splitlines() if ln.strip()]
+    override = str(getattr(exc, "override", ""))
+    for n, line in enumerate(lines):
+        prefix = "LexerNoViableAltException: "
+        if line.startswith(prefix) and n + 1 < len(lines) and lines[n + 1].strip() == "^":
+            at = len(lines[n + 1].rstrip()) - 1 - len(prefix)
+            text = line[len(prefix) :]
+            if 0 <= at < len(text):
+                return f"at {text[at]!r}"
+    kept = [ln.strip() for ln in lines if not ln.startswith(("See https://", "Error parsing override", "LexerNoViableAltException")) and ln.strip() != "^"]
+    return "; ".join(kept) or f"cannot parse {override!r}"
 
 
 def settings_of(target: str) -> list[str]:
@@ -131,7 +192,9 @@ def hydra_error_line(exc: BaseException) -> str | None:
     Covers an override of a key the config does not have (``chunker.chunk_sise=300``: the
     closest key and the group's keys), an unknown option of a config group
     (``chunker=recursiv``: the closest option and all of them), a malformed override, and a
-    missing mandatory value (``???``).
+    missing mandatory value (``???``). An override whose value Hydra's grammar cannot read
+    unquoted (``=``, ``#``, a regex such as ``^\\d+$``) is named with the form to type instead
+    (:func:`quoted_override`), e.g. ``'dataset.path="a=b"'``.
     """
     from hydra.errors import ConfigCompositionException, MissingConfigException, OverrideParseException
     from omegaconf.errors import OmegaConfBaseException
@@ -153,6 +216,11 @@ def hydra_error_line(exc: BaseException) -> str | None:
         group, _, option = wanted.rpartition("/")
         options = list(exc.options)
         return f"{group}={option}: no such option{did_you_mean(option, options, group + '=')} (options: {', '.join(options)})"
+    parse_error = next((e for e in (exc, cause, exc.__context__) if isinstance(e, OverrideParseException)), None)
+    if parse_error is not None and getattr(parse_error, "override", None):
+        hint = quoted_override(str(parse_error.override))
+        if hint is not None:
+            return f"{parse_error.override}: Hydra cannot read this value unquoted ({_grammar_reason(parse_error)}); quote it for Hydra and the shell: {hint}"
     if isinstance(exc, (ConfigCompositionException, MissingConfigException, OverrideParseException)):
         return one_line(str(exc))
     if isinstance(exc, OmegaConfBaseException):

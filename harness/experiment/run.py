@@ -37,6 +37,7 @@ Parallel and cluster sweeps use Hydra launchers::
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import sys
 import time
@@ -708,11 +709,12 @@ def note_invalid_job(cfg: DictConfig, run_name: str, message: str) -> None:
 def sweep_position() -> tuple[int, int | None] | None:
     """``(job number from 1, sweep size or None)`` inside a Hydra multirun job, else None.
 
-    The size is counted from the sweep's ``multirun.yaml`` (written by Hydra's basic
-    sweeper in ``hydra.sweep.dir`` before any job starts) as the product of the lengths of
-    its discrete sweeps; it is None under another sweeper, when that file is not readable
-    (a Ray worker on another machine) or when an override cannot be parsed without the
-    config loader (``glob(...)``).
+    The size is the sweep plan's job count (:func:`harness.tracking.callbacks.plan_sweep`),
+    which the sweep's parent wrote to ``<hydra.sweep.dir>/mlflow_sweep.json`` before any job
+    started; without that file it is planned again from the sweep's ``multirun.yaml``
+    (:func:`harness.tracking.callbacks.count_jobs`). None under another sweeper, when
+    neither file is readable (a Ray worker on another machine) or when the plan could not
+    enumerate an override (``glob(...)`` without Hydra's config loader): unknown, never a guess.
     """
     from hydra.core.hydra_config import HydraConfig
     from hydra.types import RunMode
@@ -724,8 +726,12 @@ def sweep_position() -> tuple[int, int | None] | None:
         return None
     num = int(hc.job.num) + 1
     try:
-        from harness.tracking.callbacks import count_jobs
+        from harness.tracking.callbacks import PARENT_FILE, count_jobs
 
+        with contextlib.suppress(OSError, ValueError, KeyError, TypeError):
+            with open(os.path.join(hc.sweep.dir, PARENT_FILE), encoding="utf-8") as fh:
+                planned = json.load(fh)["jobs"]
+            return num, None if planned is None else int(planned)
         saved = OmegaConf.load(os.path.join(hc.sweep.dir, "multirun.yaml"))
         return num, count_jobs(saved.hydra)
     except Exception:  # noqa: BLE001 - the progress line must never fail a job

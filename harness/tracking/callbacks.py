@@ -3,11 +3,15 @@ nested under it.
 
 Registered in ``conf/config.yaml`` under ``hydra.callbacks``. Life of a parent run:
 
-* ``on_multirun_start`` (the sweep's main process, before any job): close RUNNING parents
+* ``on_multirun_start`` (the sweep's main process, before any job): plan the jobs
+  (:func:`plan_sweep`: a setting given twice, a value listed twice, an empty sweep or an
+  interval under the grid sweeper are refused here, as :class:`SweepRefused`, exit 2,
+  before any run or job exists), close RUNNING parents
   of dead sweeps in the experiment (:meth:`harness.tracking.tracker.Tracker.close_dead_sweeps`),
   open the parent in the experiment of the base config (``tracking.experiment`` or the
-  dataset name), named ``tracking.sweep_name`` or ``sweep <the sweep overrides>``, and
-  write its id to ``<hydra.sweep.dir>/mlflow_sweep.json``. Jobs read that file
+  dataset name), named ``tracking.sweep_name`` or ``sweep <the swept overrides>``, tagged
+  with the plan (``sweep.jobs``, ``sweep.grid``; the artifact ``sweep_plan.json`` lists
+  every job), and write its id and job count to ``<hydra.sweep.dir>/mlflow_sweep.json``. Jobs read that file
   (:func:`parent_for_job`), so it reaches joblib and Ray workers on the same machine, and
   tag their run with ``mlflow.parentRunId`` and ``harness.sweep_job``; a job skipped by
   resume records ``sweep.skipped.<job>`` on the parent instead of creating a run, a job
@@ -28,6 +32,7 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import itertools
 import json
 import math
 import os
@@ -36,13 +41,15 @@ import signal
 import socket
 import sys
 import tempfile
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Mapping, Sequence
 
 from hydra.experimental.callback import Callback
 from omegaconf import DictConfig
 
-#: File in ``hydra.sweep.dir`` naming the sweep's parent run (``run_id``, ``tracking_uri``, ``experiment_id``, ``pid``).
+#: File in ``hydra.sweep.dir`` naming the sweep's parent run (``run_id``, ``tracking_uri``, ``experiment_id``, ``pid``)
+#: and the planned job count (``jobs``: :attr:`SweepPlan.n_jobs`, null when unknown).
 PARENT_FILE = "mlflow_sweep.json"
 
 #: Longest generated parent run name (characters).
@@ -55,6 +62,221 @@ BEST_PREFIX = "sweep.best_"
 #: Metric families copied from each child into the sweep summary (every k), in column order.
 _FAMILY_ORDER = ("recall", "precision", "iou", "context_precision", "mrr", "ndcg")
 _METRIC_COLUMNS = re.compile(rf"^({'|'.join(_FAMILY_ORDER)})_at_\d+$")
+
+
+#: ``hydra.sweeper._target_`` of Hydra's grid sweeper (the one whose jobs a plan lists).
+BASIC_SWEEPER = "hydra._internal.core_plugins.basic_sweeper.BasicSweeper"
+
+#: Artifact of a sweep's parent run holding its :class:`SweepPlan` (keys, values, jobs).
+PLAN_FILE = "sweep_plan.json"
+
+
+class SweepPlanError(ValueError):
+    """A multirun whose jobs would not be the ones typed: one line naming the override and
+    what to type instead (raised by :func:`plan_sweep`)."""
+
+
+class SweepRefused(SystemExit):
+    """Raised by :meth:`SweepRunCallback.on_multirun_start` for a :class:`SweepPlanError`,
+    before any MLflow run, job or job folder exists. A ``SystemExit`` with code 2, because
+    Hydra turns an ``Exception`` raised in a callback into a warning and goes on; the
+    message is :attr:`line` (``harness run`` prints it as one line on stderr)."""
+
+    def __init__(self, line: str) -> None:
+        super().__init__(2)
+        self.line = line
+
+
+@dataclass(frozen=True)
+class SweepPlan:
+    """The jobs of one multirun, worked out once from its overrides (:func:`plan_sweep`).
+
+    Everything a sweep reports about its size and grid comes from here: the ``job i/N``
+    lines (``N`` = :attr:`n_jobs`), the parent run's name (:attr:`lines`), and its tags
+    ``sweep.jobs`` and ``sweep.grid`` (:meth:`grid_text`) and artifact ``sweep_plan.json``
+    (:meth:`to_dict`).
+
+    Attributes:
+        sweeper: ``hydra.sweeper._target_``.
+        axes: ``((key, values), ...)`` for every key of the basic sweeper's product, in
+            its order (sweeper params first, then the command line; a command-line
+            override of a param's key takes the param's place); values are override
+            strings (``"128"``, ``"'a b'"``). Empty under another sweeper.
+        swept: the axes given as sweeps (a list, ``choice``, ``range``, ``glob``).
+        lines: the swept overrides as typed (``chunker.chunk_size=128,256``).
+        jobs: every job's overrides (``("chunker.chunk_size=128", ...)``) in launch order,
+            or None when they are not known in advance (another sweeper; ``glob`` without
+            Hydra's config loader).
+        ordered: False when a ``shuffle(...)`` sweep makes the launch order random (the
+            jobs are then the same set in another order).
+    """
+
+    sweeper: str
+    axes: tuple[tuple[str, tuple[str, ...]], ...]
+    swept: tuple[tuple[str, tuple[str, ...]], ...]
+    lines: tuple[str, ...]
+    jobs: tuple[tuple[str, ...], ...] | None
+    ordered: bool = True
+
+    @property
+    def n_jobs(self) -> int | None:
+        """Number of jobs, or None when unknown (never a guess)."""
+        return None if self.jobs is None else len(self.jobs)
+
+    def grid_text(self) -> str:
+        """The swept keys with their values as they run: ``retriever=bm25 chunker.chunk_size=100,150``
+        (a ``glob``/``range`` expanded); ``""`` when nothing is swept or the values are not known."""
+        return " ".join(f"{key}={','.join(values)}" for key, values in self.swept)
+
+    def to_dict(self) -> dict:
+        """``{"sweeper", "n_jobs", "ordered", "axes": {key: values}, "swept": {key: values}, "jobs": [[override, ...], ...]}``."""
+        return {
+            "sweeper": self.sweeper,
+            "n_jobs": self.n_jobs,
+            "ordered": self.ordered,
+            "axes": {k: list(v) for k, v in self.axes},
+            "swept": {k: list(v) for k, v in self.swept},
+            "jobs": None if self.jobs is None else [list(j) for j in self.jobs],
+        }
+
+
+def _plain_key(override) -> str:
+    """The setting an override addresses, without its ``+``/``++``/``~`` prefix (``chunker.chunk_size``, ``db@pkg``)."""
+    return override.key_or_group + (f"@{override.package}" if override.package else "")
+
+
+def plan_sweep(task: Sequence[str], params: Mapping[str, Any] | None = None, sweeper: str = BASIC_SWEEPER, config_loader=None) -> SweepPlan:
+    """The jobs a multirun will launch, or :class:`SweepPlanError` when they would not be
+    the ones typed. The one place a sweep's job list is made.
+
+    Refused (one line each, naming the override and what to type instead):
+
+    * a setting given twice on the command line (``chunker.chunk_size=128,256 ...
+      chunker.chunk_size=512``): Hydra's basic sweeper keeps only the last one, so the
+      first one's values would silently not run (any sweeper);
+    * with the basic sweeper: a value listed twice in one sweep (``128,256,128``, or
+      ``fixed,'fixed'``: equal once parsed; two identical jobs), a sweep with no values (``range(5,5)``: no job), and an
+      ``interval(...)`` sweep (only a sampling sweeper such as Optuna draws from one).
+
+    A sweeper param (``hydra.sweeper.params``, e.g. from ``experiment=``) overridden on the
+    command line is not a repetition: the command line's value replaces the param's sweep,
+    as Hydra documents. With the basic sweeper the jobs are the Cartesian product of the
+    axes, the last axis varying fastest, and are checked against the jobs of Hydra's own
+    ``BasicSweeper.split_arguments`` for the same parsed overrides (a disagreement is
+    refused too, so the plan can never report a grid Hydra would not run).
+
+    Args:
+        task: the command-line overrides (``hydra.overrides.task``), in order.
+        params: ``hydra.sweeper.params`` (key -> override value), or None.
+        sweeper: ``hydra.sweeper._target_``; another sweeper than the basic one gets only the
+            repeated-key check, and an unknown job list.
+        config_loader: Hydra's config loader, to expand ``glob(...)`` over a config group
+            (without it a ``glob`` leaves the job list unknown).
+
+    Raises:
+        SweepPlanError: as above.
+        hydra.errors.OverrideParseException: an override Hydra's grammar cannot read.
+    """
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    parser = OverridesParser.create(config_loader=config_loader)
+    parsed = parser.parse_overrides([str(a) for a in task])
+    first: dict[str, Any] = {}
+    for override in parsed:
+        key = _plain_key(override)
+        if key in first:
+            raise SweepPlanError(
+                f"{key}: given twice ({first[key].input_line} and {override.input_line}); only the last one would take effect: "
+                f"give the key once, with all its values in one sweep{_merged(first[key], override)}"
+            )
+        first[key] = override
+    param_lines = [f"{k}={v}" for k, v in (params or {}).items()]
+    basic = str(sweeper).endswith("BasicSweeper")
+    if not basic:
+        try:
+            param_parsed = parser.parse_overrides(param_lines)
+            lines = [o.input_line for o in [*param_parsed, *parsed] if o.is_sweep_override()]
+        except Exception:  # noqa: BLE001 - another sweeper's own syntax: named as written
+            lines = param_lines + [o.input_line for o in parsed if o.is_sweep_override()]
+        return SweepPlan(str(sweeper), (), (), tuple(lines), None)
+    overrides = [*parser.parse_overrides(param_lines), *parsed]
+    axes: dict[str, tuple[Any, list[str] | None]] = {}
+    for override in overrides:  # Hydra's order: a later override of a key takes its place
+        axes[override.get_key_element()] = (override, None)
+    known, ordered = True, True
+    for key, (override, _) in list(axes.items()):
+        if not override.is_sweep_override():
+            axes[key] = (override, [override.get_value_element_as_str()])
+            continue
+        if not override.is_discrete_sweep():
+            raise SweepPlanError(
+                f"{override.input_line}: the basic sweeper runs a list of values and cannot draw from an interval; "
+                "sweep choice(...) or range(...) values, or use a sampling sweeper (hydra/sweeper=optuna)"
+            )
+        if getattr(override.value(), "shuffle", False):
+            ordered = False
+        try:
+            values = list(override.sweep_string_iterator())
+        except Exception:  # noqa: BLE001 - glob(...) without the config loader: not enumerable here
+            known = False
+            axes[key] = (override, None)
+            continue
+        if not values:
+            raise SweepPlanError(f"{override.input_line}: the sweep has no values, so no job would run; give at least one value")
+        repeated = _repeated_value(override)
+        if repeated is not None:
+            raise SweepPlanError(f"{override.input_line}: {repeated} is listed twice (two identical jobs); list each value once")
+        axes[key] = (override, values)
+    swept = tuple((k, tuple(v)) for k, (o, v) in axes.items() if o.is_sweep_override() and v is not None)
+    lines = tuple(o.input_line for o, _ in axes.values() if o.is_sweep_override())
+    if not known:
+        return SweepPlan(str(sweeper), tuple((k, tuple(v)) for k, (_, v) in axes.items() if v is not None), swept, lines, None, ordered)
+    jobs = tuple(itertools.product(*[[f"{k}={v}" for v in values] for k, (_, values) in axes.items()]))
+    _check_against_hydra(jobs, overrides, ordered)
+    return SweepPlan(str(sweeper), tuple((k, tuple(v)) for k, (_, v) in axes.items()), swept, lines, jobs, ordered)
+
+
+def _repeated_value(override) -> str | None:
+    """The first value of a discrete sweep that equals an earlier one once parsed (``fixed``
+    and ``'fixed'`` are one value; ``128`` and ``'128'`` are not: an int and a string), else None."""
+    from hydra.core.override_parser.types import ChoiceSweep, QuotedString
+
+    sweep = override.value()
+    if not isinstance(sweep, ChoiceSweep):  # range(...) steps and glob(...) matches never repeat
+        return None
+    seen: set[str] = set()
+    for value in sweep.list:
+        value = value.text if isinstance(value, QuotedString) else value
+        key = f"{type(value).__name__}:{value!r}"
+        if key in seen:
+            return str(value)
+        seen.add(key)
+    return None
+
+
+def _merged(a, b) -> str:
+    """``", e.g. key=v1,v2,v3"`` joining the values of two overrides of one key, when both can be listed."""
+    values: list[str] = []
+    for override in (a, b):
+        try:
+            found = list(override.sweep_string_iterator()) if override.is_sweep_override() else [override.get_value_element_as_str()]
+        except Exception:  # noqa: BLE001 - not enumerable (interval, glob): no example
+            return ""
+        values += [v for v in found if v not in values]
+    return f", e.g. {b.get_key_element()}={','.join(values)}" if values else ""
+
+
+def _check_against_hydra(jobs, overrides, ordered: bool) -> None:
+    """Refuse when the plan's jobs differ from those of Hydra's ``BasicSweeper.split_arguments``."""
+    from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
+
+    theirs = [tuple(job) for batch in BasicSweeper.split_arguments(overrides, None) for job in batch]
+    ours = list(jobs)
+    if (ours if ordered else sorted(ours)) != (theirs if ordered else sorted(theirs)):
+        raise SweepPlanError(
+            f"the sweep plan ({len(ours)} jobs) and Hydra's basic sweeper ({len(theirs)} jobs) disagree on the jobs of this sweep; "
+            "refused rather than reporting a grid that would not run (a Hydra version this project does not know?)"
+        )
 
 
 def sweep_overrides(hydra_cfg: DictConfig) -> list[str]:
@@ -70,29 +292,36 @@ def sweep_overrides(hydra_cfg: DictConfig) -> list[str]:
     return [o.input_line for o in OverridesParser.create().parse_overrides(args) if o.is_sweep_override()]
 
 
+def plan_of(hydra_cfg: DictConfig, config_loader=None) -> SweepPlan:
+    """:func:`plan_sweep` of a multirun's ``hydra`` node (its task overrides, sweeper params and sweeper)."""
+    return plan_sweep(
+        [str(a) for a in hydra_cfg.overrides.task], hydra_cfg.sweeper.get("params") or {}, str(hydra_cfg.sweeper.get("_target_", "")), config_loader
+    )
+
+
 def count_jobs(hydra_cfg: DictConfig) -> int | None:
-    """Number of jobs of a basic-sweeper multirun: the product of the sweeps' lengths.
+    """Number of jobs of a basic-sweeper multirun (:attr:`SweepPlan.n_jobs` of :func:`plan_of`).
 
-    None under another sweeper (Optuna decides as it goes) or when an override cannot be
-    expanded without the config loader (``glob(...)``).
+    None under another sweeper (Optuna decides as it goes), when an override cannot be
+    expanded without the config loader (``glob(...)``) or when the plan refuses the sweep.
     """
-    from hydra.core.override_parser.overrides_parser import OverridesParser
-
     try:
-        if not str(hydra_cfg.sweeper._target_).endswith("BasicSweeper"):
-            return None
-        total = 1
-        for override in OverridesParser.create().parse_overrides(sweep_overrides(hydra_cfg)):
-            total *= len(list(override.sweep_string_iterator()))
-        return total
+        return plan_of(hydra_cfg).n_jobs
     except Exception:  # noqa: BLE001 - a count we cannot make is unknown, not an error
         return None
 
 
-def sweep_name(hydra_cfg: DictConfig) -> str:
-    """Default parent run name: ``sweep`` + the sweep overrides (cut to :data:`MAX_NAME`), or
-    ``sweep`` + the last two parts of the sweep folder when nothing is swept on the command line."""
-    parts = sweep_overrides(hydra_cfg)
+def sweep_name(hydra_cfg: DictConfig, plan: SweepPlan | None = None) -> str:
+    """Default parent run name: ``sweep`` + the swept overrides of ``plan`` (default: the
+    plan of ``hydra_cfg``; cut to :data:`MAX_NAME`), or ``sweep`` + the last two parts of the
+    sweep folder when nothing is swept on the command line."""
+    if plan is None:
+        try:
+            parts = list(plan_of(hydra_cfg).lines)
+        except Exception:  # noqa: BLE001 - a name is made for any sweep that runs
+            parts = sweep_overrides(hydra_cfg)
+    else:
+        parts = list(plan.lines)
     if parts:
         name = "sweep " + " ".join(parts)
     else:
@@ -396,6 +625,17 @@ def _row(run, job: int, status: str, key: str, metrics: dict[str, float] | None 
     return row
 
 
+def _config_loader():
+    """Hydra's config loader of the running command (to expand ``glob(...)``), or None outside one."""
+    try:
+        from hydra.core.global_hydra import GlobalHydra
+
+        instance = GlobalHydra.instance()
+        return instance.config_loader() if instance.is_initialized() else None
+    except Exception:  # noqa: BLE001 - without it a glob's job count is unknown, never wrong
+        return None
+
+
 class SweepRunCallback(Callback):
     """One MLflow parent run per Hydra multirun; see the module docstring for its life cycle.
 
@@ -417,10 +657,27 @@ class SweepRunCallback(Callback):
     # ------------------------------------------------------------------ Hydra hooks
 
     def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
-        """Close dead sweeps' parents, open this sweep's parent and publish its id in the sweep folder."""
+        """Plan the sweep (:func:`plan_sweep`; :class:`SweepRefused` before anything else when
+        the plan refuses it), close dead sweeps' parents, open this sweep's parent with the
+        plan's name, ``sweep.jobs``, ``sweep.grid`` and ``sweep_plan.json``, and publish its id
+        and job count in the sweep folder."""
         from harness.tracking.runs import experiment_name
-        from harness.tracking.tracker import HOST_TAG, PID_START_TAG, PID_TAG, SWEEP_TAG, Tracker, artifact_root_for, process_start, resolve_tracking_uri
+        from harness.tracking.tracker import (
+            HOST_TAG,
+            MAX_TAG_VALUE,
+            PID_START_TAG,
+            PID_TAG,
+            SWEEP_TAG,
+            Tracker,
+            artifact_root_for,
+            process_start,
+            resolve_tracking_uri,
+        )
 
+        try:
+            plan = plan_of(config.hydra, _config_loader())
+        except SweepPlanError as exc:
+            raise SweepRefused(str(exc)) from None
         root = config.paths.root  # the project folder (``${project_root:}``)
         uri = resolve_tracking_uri(config.tracking.uri, root)
         experiment = experiment_name(config)
@@ -444,16 +701,19 @@ class SweepRunCallback(Callback):
             PID_TAG: os.getpid(),
             PID_START_TAG: process_start(os.getpid()) or "",
         }
-        n_jobs = count_jobs(hydra_cfg)
-        if n_jobs is not None:
-            tags["sweep.jobs"] = n_jobs
-        name = str(config.tracking.get("sweep_name") or sweep_name(hydra_cfg))
+        if plan.n_jobs is not None:
+            tags["sweep.jobs"] = plan.n_jobs
+        grid = plan.grid_text()
+        if grid:
+            tags["sweep.grid"] = grid if len(grid) <= MAX_TAG_VALUE else grid[: MAX_TAG_VALUE - 3] + "..."
+        name = str(config.tracking.get("sweep_name") or sweep_name(hydra_cfg, plan))
         run_id = tracker.start(name, tags)
         self._tracker, self._parent = tracker, run_id
         atexit.register(self._at_exit)
         self._install_signal_handlers()
+        tracker.log_text(json.dumps(plan.to_dict(), indent=1), PLAN_FILE)
         sweep_dir.mkdir(parents=True, exist_ok=True)
-        record = {"run_id": run_id, "tracking_uri": uri, "experiment_id": tracker.experiment_id, "pid": os.getpid()}
+        record = {"run_id": run_id, "tracking_uri": uri, "experiment_id": tracker.experiment_id, "pid": os.getpid(), "jobs": plan.n_jobs}
         tmp = sweep_dir / f".{PARENT_FILE}.{os.getpid()}"
         tmp.write_text(json.dumps(record, indent=2), encoding="utf-8")
         os.replace(tmp, sweep_dir / PARENT_FILE)
