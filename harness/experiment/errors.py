@@ -69,6 +69,40 @@ def sweep_option_error(argv: Iterable[str], conf_dir: str | Path) -> str | None:
     return None
 
 
+def repeated_override_error(argv: Iterable[str]) -> str | None:
+    """One line for the first setting given twice among the overrides of a single run's
+    ``argv`` (``chunker.chunk_size=128 chunker.chunk_size=512``), else None.
+
+    Hydra applies overrides in order, so the first value would silently not take effect. A
+    sweep (``-m``) is checked by :func:`harness.tracking.callbacks.plan_sweep`, which also
+    refuses this; an argument Hydra's grammar cannot read, options (``-cn``, ``--cfg``) and
+    deletions (``~key``) are left to Hydra. Keys are compared as Hydra parses them (with
+    their ``@package``), so ``+a=1 a=2`` is a repetition too.
+    """
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    parser = OverridesParser.create()
+    first: dict[tuple[str, str | None], str] = {}
+    for arg in argv:
+        if arg.startswith("-") or "=" not in arg:
+            continue
+        try:
+            (override,) = parser.parse_overrides([arg])
+        except Exception:  # noqa: BLE001 - Hydra reports its own grammar errors
+            continue
+        if override.is_delete():
+            continue
+        key = (override.key_or_group, override.package)
+        if key in first:
+            name = override.get_key_element().lstrip("+")
+            return (
+                f"{name}: given twice ({first[key]} and {arg}); only the last one would take effect: give the key once"
+                f" (or sweep both values with -m {name}=<a>,<b>)"
+            )
+        first[key] = arg
+    return None
+
+
 def quoted_override(override: str) -> str | None:
     """``override`` as a shell word whose value Hydra reads as exactly the text after the
     first ``=``, e.g. ``dataset.path=a=b`` -> ``'dataset.path="a=b"'``; None when there is no

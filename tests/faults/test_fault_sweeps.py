@@ -300,3 +300,49 @@ def test_hint_for_a_regex_and_a_hash():
         assert line.startswith(f"chunker.timestamp_regex={value}: ") and "quote" in line
         (arg,) = shlex.split(_hint(line))
         assert arg == f'chunker.timestamp_regex="{value}"'
+
+
+# A single run (no -m): Hydra applies overrides in order, so a key typed twice silently kept
+# its last value; it is refused before Hydra starts, naming the key and both overrides.
+
+SINGLE_KEYS = {"chunker.chunk_size": st.integers(16, 999), "chunker.chunk_overlap": st.integers(0, 15), "stats.seed": st.integers(0, 99)}
+
+
+@st.composite
+def single_run_overrides(draw):
+    keys = draw(st.lists(st.sampled_from(sorted(SINGLE_KEYS)), min_size=1, max_size=5))
+    return [(k, draw(SINGLE_KEYS[k])) for k in keys]
+
+
+@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+@given(pairs=single_run_overrides())
+def test_single_run_takes_every_setting_typed_or_refuses_the_repeated_key(pairs, capsys):
+    from harness.cli.run import run_command
+    from harness.experiment.config import compose
+    from harness.experiment.errors import repeated_override_error
+
+    args = [f"{k}={v}" for k, v in pairs]
+    keys = [k for k, _ in pairs]
+    repeated = [k for i, k in enumerate(keys) if k in keys[:i]]
+    line = repeated_override_error(args)
+    if repeated:
+        assert line is not None and line.startswith(f"{repeated[0]}: given twice (")
+        assert run_command(args) == 2  # refused before Hydra composes or any run opens
+        err = [ln for ln in capsys.readouterr().err.splitlines() if ln.strip()]
+        assert err == [f"harness run: {line}"]
+    else:
+        assert line is None
+        cfg = compose(args)
+        for k, v in pairs:  # every value typed is the value composed
+            node, _, leaf = k.rpartition(".")
+            assert cfg[node][leaf] == v
+
+
+def test_single_run_repeated_key_names_both_overrides(tmp_path, capsys):
+    from harness.cli.run import run_command
+
+    args = ["chunker.chunk_size=128", "retriever=bm25", f"tracking.uri=sqlite:///{tmp_path}/mlflow.db", "chunker.chunk_size=512"]
+    assert run_command(args) == 2
+    (line,) = [ln for ln in capsys.readouterr().err.splitlines() if ln.strip()]
+    assert line.startswith("harness run: chunker.chunk_size: given twice (chunker.chunk_size=128 and chunker.chunk_size=512)")
+    assert not (tmp_path / "mlflow.db").exists()
