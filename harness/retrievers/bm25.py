@@ -9,7 +9,7 @@ from typing import Sequence
 import numpy as np
 
 from harness.retrievers.base import Retriever, check_chunks, check_k, check_queries
-from harness.types import Chunk, Query, Run
+from harness.types import Chunk, Query, Run, chunk_order_key
 
 _TOKEN = re.compile(r"\w+", re.UNICODE)
 
@@ -51,8 +51,9 @@ class BM25Retriever(Retriever):
     Guarantees of :meth:`search`: only chunks with a positive score are returned, so a
     chunk sharing no token with the query is never a hit (a query of punctuation only, or
     of words absent from the corpus, gets no results and scores 0 on every metric); ties
-    among positive scores are broken by ascending chunk id, independent of the order the
-    chunks were indexed in.
+    among positive scores are broken in document order (:func:`harness.types.chunk_order_key`:
+    doc id in natural order, then start and end offsets as numbers), independent of the
+    order the chunks were indexed in, for the ranking and for the top-k cut alike.
 
     Args:
         k1: term-frequency saturation, >= 0 (default 1.5).
@@ -95,8 +96,10 @@ class BM25Retriever(Retriever):
             bm25.index(corpus, show_progress=False)
             self._bm25 = bm25
         self._ids = [c.chunk_id for c in items]
-        # position of each chunk in ascending chunk-id order: the tie-break of ranked()
-        self._id_rank = np.argsort(np.argsort(np.array(self._ids, dtype=object), kind="stable"), kind="stable")
+        # position of each chunk in document order (chunk_order_key): the tie rule of ranked()
+        by_order = sorted(range(len(self._ids)), key=lambda i: chunk_order_key(self._ids[i]))
+        self._id_rank = np.empty(len(self._ids), dtype=np.int64)
+        self._id_rank[by_order] = np.arange(len(self._ids), dtype=np.int64)
         self._indexed = True
 
     def search(self, queries: Sequence[Query], k: int) -> Run:
@@ -104,7 +107,7 @@ class BM25Retriever(Retriever):
 
         Returns:
             ``{query_id: {chunk_id: score}}``, at most ``k`` entries per query, in ranking
-            order (score descending, ties by ascending chunk id); an empty dict for a query
+            order (score descending, ties in document order); an empty dict for a query
             that shares no token with any chunk.
 
         Raises:
@@ -117,10 +120,11 @@ class BM25Retriever(Retriever):
             raise ValueError("retriever.bm25: search() called before index()")
         run: Run = {}
         for q in items:
-            run[q.query_id] = self._search_one(q.text, k)
+            run[q.query_id] = self.keep_top(q.query_id, self._search_one(q.text, k + 1), k)  # one more: a tie across the cut shows
         return run
 
     def _search_one(self, text: str, k: int) -> dict[str, float]:
+        """The ``k`` best positive-scored chunks of one query text in ranking order."""
         if self._bm25 is None:
             return {}
         vocab = self._bm25.vocab_dict
