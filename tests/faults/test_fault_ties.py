@@ -403,6 +403,21 @@ def test_queries_whose_tie_crosses_a_cutoff_are_counted():
     per = ev.per_query.set_index("query_id")
     assert per.loc["tied", "recall@2"] == 0.0 and per.loc["tied", "recall@4"] == 1.0
 
+    # logged with the run's step-0 values, and one warning line in the run summary
+    from conftest import compose
+
+    from harness.experiment.run import Components, metric_groups, prepare, ties_warning
+
+    class Counters:
+        n_encoded = n_cache_hits = 0
+
+    groups = metric_groups(ev, Components(Counters(), object(), object(), None, None), None, prepare(compose(["retriever=bm25", "metrics.ks=[1,2,4,5]", "stats.bootstrap=0"])))
+    logged = {name: v for values, step in groups if step == 0 for name, v in values.items()}
+    assert {name: logged[name] for name in ev.ties} == ev.ties
+    line = ties_warning(ev.ties)
+    assert line.startswith("WARNING ties.crossing_at_1=1, ties.crossing_at_2=1: ") and "\n" not in line and "tie rule" in line
+    assert ties_warning({"ties.crossing_at_5": 0.0}) is None
+
 
 def test_a_tie_just_below_the_fetched_depth_is_counted_from_what_the_retriever_left_out():
     # k = 2 is the deepest cut, so the run holds 2 chunks; ranks 2 and 3 tie
