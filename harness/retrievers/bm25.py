@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import re
+import unicodedata
 from typing import Sequence
 
 import numpy as np
@@ -15,13 +16,22 @@ _TOKEN = re.compile(r"\w+", re.UNICODE)
 
 
 def bm25_tokenize(text: str) -> list[str]:
-    """The BM25 tokenizer: Unicode casefolding, then maximal runs of word characters (regex ``\\w+``).
+    """The BM25 analyser: Unicode canonical caseless folding, then maximal runs of word
+    characters (regex ``\\w+``).
 
-    Used for chunk texts and query texts alike. No stemming and no stop-word removal;
-    punctuation and whitespace are dropped, so ``"???"`` has no tokens;
+    The folding is ``NFC(casefold(NFD(text)))``: Unicode's canonical caseless match
+    (The Unicode Standard, section 3.13, D145) with the result composed, so a precomposed
+    ``café`` and a decomposed ``cafe`` + U+0301 give the same token ``café`` (without it the
+    combining accent, not a word character, would split the decomposed form into ``cafe``).
+    NFC rather than NFKC: only strings that are the same text are merged
+    (:mod:`harness.text.normalisation`). Used for chunk texts and query texts alike; only
+    the token stream is folded, never a stored text or its offsets. No stemming and no
+    stop-word removal; punctuation and whitespace are dropped, so ``"???"`` has no tokens;
     ``"Kestrel's 2.3.1"`` -> ``["kestrel", "s", "2", "3", "1"]``.
     """
-    return _TOKEN.findall(text.casefold())
+    if text.isascii():  # nothing to fold but case (the common case, kept fast)
+        return _TOKEN.findall(text.casefold())
+    return _TOKEN.findall(unicodedata.normalize("NFC", unicodedata.normalize("NFD", text).casefold()))
 
 
 def _inherit_log_level() -> None:
