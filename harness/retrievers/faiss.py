@@ -240,7 +240,11 @@ class FaissRetriever(Retriever):
         if not chunks:  # an empty index: every search returns no hits
             self._index, self._ids, self.chunk_vectors, self._indexed = None, [], None, True
             return
-        vecs = np.ascontiguousarray(self.encoder.encode([c.text for c in chunks], desc="embed chunks"), dtype=np.float32)
+        from harness.embeddings.base import CachedEncoder
+
+        # the window check of a harness encoder names the chunk to fix (id, document) when it refuses or warns
+        named = {"labels": [f"chunk {c.chunk_id!r} of document {c.doc_id!r}" for c in chunks]} if isinstance(self.encoder, CachedEncoder) else {}
+        vecs = np.ascontiguousarray(self.encoder.encode([c.text for c in chunks], desc="embed chunks", **named), dtype=np.float32)
         if vecs.ndim != 2 or vecs.shape[0] != len(chunks) or vecs.shape[1] < 1:  # FAISS would only assert
             raise ValueError(
                 f"retriever.faiss: the encoder returned chunk vectors of shape {tuple(vecs.shape)}, expected ({len(chunks)}, dim): one row per chunk"
