@@ -136,7 +136,9 @@ def test_squad_answer_and_unlocated_excerpt_say_when_only_the_form_differs(tmp_p
     }
     path = tmp_path / "squad.json"
     path.write_text(json.dumps(squad), encoding="utf-8")
-    with pytest.raises(DatasetError, match=r"answers\[0\]: context\[12:16\].*occurs in the document only under Unicode normalisation \(evidence NFC vs document NFD\)") as info:
+    with pytest.raises(
+        DatasetError, match=r"answers\[0\]: context\[12:16\].*occurs in the document only under Unicode normalisation \(evidence NFC vs document NFD\)"
+    ) as info:
         load_squad(path)
     assert "\n" not in str(info.value)
 
@@ -144,5 +146,8 @@ def test_squad_answer_and_unlocated_excerpt_say_when_only_the_form_differs(tmp_p
     (folder / "corpus").mkdir(parents=True)
     (folder / "corpus" / "notes.md").write_text(context, encoding="utf-8")
     (folder / "excerpts.jsonl").write_text(json.dumps({"query_id": "e1", "query": "Where?", "excerpts": [f"the {NFC_CAFE} on"]}) + "\n", encoding="utf-8")
-    with pytest.raises(DatasetError, match=r"excerpts\[0\] 'the café on' not found in any document \(query 'e1'\); it occurs in the document only under Unicode normalisation \(evidence NFC vs document NFD\)"):
+    with pytest.raises(
+        DatasetError,
+        match=r"excerpts\[0\] 'the café on' not found in any document \(query 'e1'\); it occurs in the document only under Unicode normalisation \(evidence NFC vs document NFD\)",
+    ):
         load_excerpts(folder)
