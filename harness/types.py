@@ -11,6 +11,7 @@ score}}``, and relevance judgements ``Qrels = {query_id: {chunk_id: grade}}``.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import re
 from dataclasses import dataclass, field
@@ -176,6 +177,7 @@ def natural_key(text: str) -> tuple:
     return tuple(int(p) if i % 2 else p for i, p in enumerate(parts))
 
 
+@functools.lru_cache(maxsize=1 << 16)  # the same ids are ranked for every query
 def chunk_order_key(chunk_id: str) -> tuple:
     """The document-order key of a chunk id: the tie rule of every ranking in the project.
 

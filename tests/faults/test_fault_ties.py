@@ -431,3 +431,48 @@ def test_a_tie_just_below_the_fetched_depth_is_counted_from_what_the_retriever_l
 
     assert crossing_ties(run, [1, 2], retr.beyond_cut()) == {"ties.crossing_at_1": 1.0, "ties.crossing_at_2": 1.0}
     assert crossing_ties(run, [2], {}) == {"ties.crossing_at_2": 0.0}  # unknown beyond the run: not counted
+
+
+class TableEncoder:
+    """Looks each text up in a table of fixed unit vectors (FAISS is what is tested here)."""
+
+    def __init__(self, table):
+        self.table = table
+
+    def encode(self, texts, desc="", role="document"):
+        import numpy as np
+
+        return np.stack([self.table[t] for t in texts]).astype(np.float32)
+
+
+@settings(max_examples=30, deadline=None)
+@given(
+    st.lists(st.tuples(st.integers(0, 40), st.integers(0, 3000), st.integers(0, 2)), min_size=2, max_size=40, unique_by=lambda t: (t[0], t[1])),
+    st.randoms(use_true_random=False),
+    st.integers(1, 8),
+)
+def test_faiss_flat_top_k_is_the_rule_s_prefix_over_many_exact_ties(specs, rnd, k):
+    import numpy as np
+
+    from harness.retrievers.faiss import FaissRetriever
+
+    # three texts -> three vectors at angles 0, 60 and 120 degrees from the query: many exact ties
+    angles = {f"t{v}": np.radians(60 * v) for v in range(3)}
+    table = {t: np.array([np.cos(a), np.sin(a), 0.0, 0.0]) for t, a in angles.items()}
+    table["query"] = np.array([1.0, 0.0, 0.0, 0.0])
+    cs = [Chunk(doc_id=f"doc{n}", spans=((s, s + 4),), text=f"t{v}", chunk_id=f"doc{n}#{s}-{s + 4}") for n, s, v in specs]
+    by_id = {c.chunk_id: c for c in cs}
+    shuffled = cs[:]
+    rnd.shuffle(shuffled)
+    results = []
+    for order in (cs, shuffled):
+        retr = FaissRetriever(encoder=TableEncoder(table))
+        retr.index(order)
+        top = retr.search([Query("q1", "query", ())], k=k)["q1"]
+        full = retr.search([Query("q1", "query", ())], k=len(cs))["q1"]
+        # by hand: text t0 scores 1, t1 0.5, t2 -0.5; within one text the numeric rule
+        expected = sorted(by_id, key=lambda cid: (int(by_id[cid].text[1]), numeric_key(cid)))
+        assert list(full) == expected
+        assert list(top) == expected[:k]
+        results.append(list(top))
+    assert results[0] == results[1]
