@@ -4,7 +4,8 @@ A lexical retriever must never rank a chunk that shares no token with the query:
 chunk has no evidence of relevance, and returning it in corpus order (all scores 0) lets a
 query like ``???`` "find" whatever evidence happens to sit first. Every term that occurs in
 the corpus keeps a positive IDF (Lucene's BM25 IDF), ties among positive scores are broken
-by ascending chunk id (the rule of :func:`harness.retrievers.base.ranked`), and chunks or
+in document order (the rule of :func:`harness.retrievers.base.ranked`: doc id in natural
+order, then start and end offsets as numbers; issue 24, below), and chunks or
 queries of the wrong type are refused with a ``TypeError`` naming the parameter.
 
 Expected scores come from the Lucene BM25 formula written out below, independently of the
@@ -168,7 +169,7 @@ def test_pipeline_recall_of_a_query_without_matching_tokens_is_zero():
     assert ev.metrics["recall@5"] == pytest.approx(1 / 3)
 
 
-def test_ties_among_positive_scores_break_by_ascending_chunk_id_whatever_the_index_order():
+def test_ties_among_positive_scores_break_in_document_order_whatever_the_index_order():
     # the same text in two documents: identical positive scores for "broker"
     docs = [
         Document(n, t)
