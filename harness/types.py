@@ -11,7 +11,9 @@ score}}``, and relevance judgements ``Qrels = {query_id: {chunk_id: grade}}``.
 
 from __future__ import annotations
 
+import functools
 import hashlib
+import re
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
@@ -161,8 +163,59 @@ class Chunk:
 
 
 def make_chunk_id(doc_id: str, spans: tuple[Span, ...] | list[Span]) -> str:
-    """Deterministic chunk id from a document id and its spans, e.g. ``"a.md#0-120"``."""
+    """Deterministic chunk id from a document id and its spans, e.g. ``"a.md#0-120"``.
+
+    A document id may itself contain ``#``: the spans are everything after the last ``#``
+    (:func:`chunk_order_key` parses them back that way).
+    """
     return doc_id + "#" + "+".join(f"{s}-{e}" for s, e in spans)
+
+
+# ------------------------------------------------------------------------------ the tie rule
+
+_DIGIT_RUN = re.compile(r"([0-9]+)")
+_SPANS_PART = re.compile(r"[0-9]+-[0-9]+(?:\+[0-9]+-[0-9]+)*")
+
+
+def natural_key(text: str) -> tuple:
+    """Sort key of ``text`` in natural order: runs of ASCII digits compare as numbers.
+
+    ``"doc9" < "doc10" < "doc10a"``; the key alternates text and number (``"doc10"`` ->
+    ``("doc", 10, "")``), so two keys compare position by position with the same types.
+    Strings that differ only in leading zeros (``"d01"``, ``"d1"``) get equal keys; callers
+    that need a total order append the string itself (:func:`chunk_order_key` does).
+    """
+    parts = _DIGIT_RUN.split(text)
+    return tuple(int(p) if i % 2 else p for i, p in enumerate(parts))
+
+
+@functools.lru_cache(maxsize=1 << 16)  # the same ids are ranked for every query
+def chunk_order_key(chunk_id: str) -> tuple:
+    """The document-order key of a chunk id: the tie rule of every ranking in the project.
+
+    For an id built by :func:`make_chunk_id` (``"{doc_id}#{start}-{end}[+{start}-{end}...]"``)
+    the key is ``(natural_key(doc_id), (start_1, end_1, start_2, ...), chunk_id)``: documents
+    in natural order of their ids (:func:`natural_key`: ``doc9`` before ``doc10``), then the
+    chunk's code-point offsets as numbers (``d#5-9`` before ``d#100-110``; a chunk before a
+    longer one with the same start), then the id string, so the order is total. Any other
+    id (a chunk built by hand with a free-form id) sorts as ``(natural_key(chunk_id), (),
+    chunk_id)``. The key depends on the id alone: not on the position of a document in the
+    corpus nor on the order chunks were indexed in, so permuting a corpus changes no ranking.
+    """
+    doc_id, sep, spans = chunk_id.rpartition("#")
+    if sep and _SPANS_PART.fullmatch(spans):
+        return (natural_key(doc_id), tuple(int(x) for x in _DIGIT_RUN.findall(spans)), chunk_id)
+    return (natural_key(chunk_id), (), chunk_id)
+
+
+def rank_order(scores: Mapping[str, float]) -> list[str]:
+    """Chunk ids of one query's ``{chunk_id: score}`` in ranking order.
+
+    Score descending; equal scores in document order (:func:`chunk_order_key`). Every
+    retriever's top-k cut and every metric that reads a ranking use this one rule, so what
+    is cut and what is scored agree. Scores must be comparable numbers (no NaN).
+    """
+    return sorted(scores, key=lambda cid: (-scores[cid], chunk_order_key(cid)))
 
 
 @dataclass(frozen=True, slots=True)

@@ -40,6 +40,7 @@ from harness.datasets.locate import Match, NormalisedText, locate
 from harness.datasets.native import iter_jsonl, read_corpus_folder
 from harness.datasets.report import QUERIES_WITHOUT_EVIDENCE, LoadReport
 from harness.datasets.validate import DatasetError, check_dataset
+from harness.text.normalisation import normalisation_mismatch
 from harness.types import Dataset, Document, Evidence, Query
 
 log = logging.getLogger(__name__)
@@ -165,7 +166,9 @@ def locate_queries(
             preview = excerpt if len(excerpt) <= 50 else excerpt[:47] + "..."
             where_in = doc_id or "any document"
             if not found:
-                report.add("missing", f"{where}: excerpts[{i}] {preview!r} not found in {where_in} (query {qid!r})")
+                form = next((f for f in (normalisation_mismatch(excerpt, "", d.text) for d in scope) if f), None)
+                why = f"; it {form.replace(', so its offsets were counted in another form', '')}: normalise corpus and labels to one form (NFC)" if form else ""
+                report.add("missing", f"{where}: excerpts[{i}] {preview!r} not found in {where_in} (query {qid!r}){why}")
                 continue
             if len(found) > 1:
                 places = ", ".join(f"{d}@{m.start}" for d, m in found[:4]) + (", ..." if len(found) > 4 else "")

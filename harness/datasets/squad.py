@@ -40,6 +40,7 @@ from pathlib import Path
 from harness.datasets import textio
 from harness.datasets.report import QUERIES_WITHOUT_EVIDENCE, LoadReport
 from harness.datasets.validate import DatasetError, check_dataset
+from harness.text.normalisation import normalisation_mismatch
 from harness.types import Dataset, Document, Evidence, Query
 
 log = logging.getLogger(__name__)
@@ -126,8 +127,10 @@ def read_squad(path: str | Path, name: str | None = None, answers: str = "first"
                             f"{where_ans}: answer_start={start} + len(text)={len(text)} is outside the context of length {len(context)} (question {qid!r})"
                         )
                     if context[start:end] != text:
+                        form = normalisation_mismatch(text, context[start:end], context)
+                        why = f"; the answer text {form}: normalise contexts and answers to one form (NFC)" if form else ""
                         raise DatasetError(
-                            f"{where_ans}: context[{start}:{end}] = {context[start:end][:60]!r} does not equal the answer text {text[:60]!r} (question {qid!r})"
+                            f"{where_ans}: context[{start}:{end}] = {context[start:end][:60]!r} does not equal the answer text {text[:60]!r} (question {qid!r}){why}"
                         )
                     if (start, end) not in spans:
                         spans.append((start, end))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from harness.text.normalisation import normalisation_mismatch
 from harness.types import Dataset
 
 
@@ -14,7 +15,8 @@ def check_dataset(dataset: Dataset) -> None:
 
     Checks, for each query and each evidence span: the document exists, ``0 <= start <
     end <= len(text)``, and ``text[start:end]`` equals the stored excerpt (when one is
-    stored). Also rejects an empty corpus, an empty query list, duplicate query ids and
+    stored; an excerpt that differs only by Unicode normalisation, NFC vs NFD, is refused
+    with a message that says so and names both forms). Also rejects an empty corpus, an empty query list, duplicate query ids and
     queries without evidence (loaders exclude and count those before calling this, see
     :data:`harness.datasets.report.QUERIES_WITHOUT_EVIDENCE`; a dataset built in code
     must not hold any).
@@ -52,4 +54,11 @@ def check_dataset(dataset: Dataset) -> None:
             if ev.end > len(text):
                 raise DatasetError(f"{where}: span ends beyond the document (length {len(text)})")
             if ev.text and text[ev.start : ev.end] != ev.text:
-                raise DatasetError(f"{where}: document text {text[ev.start : ev.end][:60]!r} does not equal the stored excerpt {ev.text[:60]!r}")
+                found = text[ev.start : ev.end]
+                form = normalisation_mismatch(ev.text, found, text)
+                if form is not None:
+                    raise DatasetError(
+                        f"{where}: the stored excerpt {ev.text[:60]!r} {form}; normalise the corpus and the labels to one form "
+                        "(e.g. unicodedata.normalize('NFC', ...)) and count the offsets in it"
+                    )
+                raise DatasetError(f"{where}: document text {found[:60]!r} does not equal the stored excerpt {ev.text[:60]!r}")

@@ -243,13 +243,16 @@ class CachedEncoder(ABC):
         prompt = self.query_prompt if role == "query" else self.document_prompt
         return [prompt + t for t in texts] if prompt else list(texts)
 
-    def encode(self, texts: Sequence[str], desc: str = "embed", role: str = "document") -> np.ndarray:
+    def encode(self, texts: Sequence[str], desc: str = "embed", role: str = "document", labels: Sequence[str] | None = None) -> np.ndarray:
         """Embed texts (prompted for ``role``), reading the memory and disk caches first.
 
         Args:
             texts: n strings.
             desc: progress-bar and message label.
             role: ``"document"`` (chunks, pieces) or ``"query"``.
+            labels: n names of the texts for messages (e.g. ``"chunk 'a.md#0-120' of
+                document 'a.md'"``); the window error and warning name the longest text
+                over the window by its label. None: texts are named by position.
 
         Returns:
             float32 array of shape ``(n, dim)``.
@@ -266,7 +269,7 @@ class CachedEncoder(ABC):
         """
         texts = self.prompted(texts, role)
         keys = [text_key(t) for t in texts]
-        self._check_window(texts, keys, desc)
+        self._check_window(texts, keys, desc, labels)
         todo: dict[str, str] = {}
         for k, t in zip(keys, texts):
             if k not in self._cache and k not in todo:
@@ -323,32 +326,39 @@ class CachedEncoder(ABC):
         self._prepare()
         return int(self._embed_batch(["dimension probe"]).shape[1])
 
-    def _check_window(self, texts: Sequence[str], keys: Sequence[str], desc: str) -> None:
+    def _check_window(self, texts: Sequence[str], keys: Sequence[str], desc: str, labels: Sequence[str] | None = None) -> None:
         """Count the texts of one call over :attr:`max_seq_length` (each text once per
-        encoder) and warn or raise per ``on_truncate``."""
+        encoder) and warn or raise per ``on_truncate``; the message names the longest text
+        over the window by its label (``labels[i]`` for ``texts[i]``), its length in the
+        model's units and the window."""
         if self.on_truncate == "ignore":
             return
-        new = [(k, t) for k, t in zip(keys, texts) if k not in self._window_checked]
+        new = [(k, t, i) for i, (k, t) in enumerate(zip(keys, texts)) if k not in self._window_checked]  # (key, text, position)
         limit = self.max_seq_length
         if not new or limit is None:
             return
-        counts = self._counts([t for _, t in new], [k for k, _ in new])
+        counts = self._counts([t for _, t, _ in new], [k for k, _, _ in new])
         over = [n for n in counts if n > limit]
         unit = self.window_unit
+        longest = ""
+        if over:
+            worst = max(range(len(new)), key=lambda j: counts[j])
+            named = labels is not None and len(labels) == len(texts)
+            longest = f"longest {counts[worst]} {unit}{self.count_note}" + (f": {labels[new[worst][2]]}" if named else "")
         if over and self.on_truncate == "error":
             raise ValueError(
                 f"embedding.on_truncate=error: {len(over)} of {len(new)} texts ({desc}) exceed the {limit}-{self.window_adjective} "
-                f"window of embedding.model {self.model_name!r} (longest {max(over)} {unit}{self.count_note}) and would be truncated; "
+                f"window of embedding.model {self.model_name!r} ({longest}) and would be truncated; "
                 f"shorten them (for chunks e.g. a chunk size within the window) or set embedding.on_truncate=warn"
             )
-        self._window_checked.update(k for k, _ in new)
+        self._window_checked.update(k for k, _, _ in new)
         self.n_truncated += len(over)
         if over:
             import warnings
 
             warnings.warn(
                 f"embedding.model {self.model_name!r} truncates {len(over)} of {len(new)} texts ({desc}) to its "
-                f"{limit}-{self.window_adjective} window (longest {max(over)} {unit}{self.count_note}): only the first "
+                f"{limit}-{self.window_adjective} window ({longest}): only the first "
                 f"{limit} of each are embedded. Set embedding.on_truncate=error to refuse, or ignore to silence this",
                 stacklevel=4,
             )

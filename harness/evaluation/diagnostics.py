@@ -59,7 +59,7 @@ from typing import Callable, Iterable, Mapping, Sequence
 import numpy as np
 
 from harness.evaluation.metrics import span as sp
-from harness.types import Chunk, Document, Query, Span
+from harness.types import Chunk, Document, Query, Run, Span, rank_order
 
 #: Miss reasons in precedence order (earlier wins when a query has several).
 REASONS = ("not_covered", "boundary_split", "truncated", "rank_miss")
@@ -394,6 +394,48 @@ def diagnose_queries(
     """
     lookup = ChunkLookup(indexed_chunks, max_seq_length, token_spans, token_counts, special_tokens)
     return {q.query_id: {k: first_reason(evidence_reasons(q, documents, lookup, ranked.get(q.query_id, ()), k)) for k in ks} for q in queries}
+
+
+#: Prefix of the per-cut-off counts of :func:`crossing_ties` (``ties.crossing_at_5``).
+TIES_PREFIX = "ties.crossing_at_"
+
+
+def crossing_ties(run: Run, ks: Sequence[int], beyond: Mapping[str, float | None] | None = None) -> dict[str, float]:
+    """Per cut-off ``k``, the number of queries whose top-k *set* depends on the tie rule.
+
+    A query counts at ``k`` when the chunk at rank ``k`` and the one at rank ``k + 1``
+    (ranking of :func:`harness.types.rank_order`) have exactly equal scores: which of the
+    tied chunks fall inside the cut is then decided by document order
+    (:func:`harness.types.chunk_order_key`), not by the retriever, and so is every metric
+    at ``k``. Rank ``k + 1`` is read from ``run`` when it holds more than ``k`` chunks,
+    else from ``beyond`` (:meth:`harness.retrievers.base.Retriever.beyond_cut`: the score of
+    the best candidate the retriever left out; a query missing there counts as no tie).
+    Ties above rank ``k`` (both chunks inside the cut) change the order but not the set and
+    are not counted.
+
+    Args:
+        run: ``{query_id: {chunk_id: score}}`` as the retriever returned it (indexed chunks,
+            before any expansion to parents).
+        ks: cut-offs, each >= 1.
+        beyond: ``{query_id: score below the retriever's cut, or None}``.
+
+    Returns:
+        ``{"ties.crossing_at_<k>": count}`` per ``k``, counts as floats in ``[0, len(run)]``.
+    """
+    beyond = beyond or {}
+    counts = {k: 0 for k in ks}
+    for qid, scores in run.items():
+        ids = rank_order(scores)
+        for k in ks:
+            if len(ids) > k:
+                below = scores[ids[k]]
+            elif len(ids) == k:
+                below = beyond.get(qid)
+            else:
+                continue
+            if below is not None and float(below) == float(scores[ids[k - 1]]):
+                counts[k] += 1
+    return {f"{TIES_PREFIX}{k}": float(n) for k, n in counts.items()}
 
 
 def aggregate_reasons(reasons: Mapping[str, Mapping[int, str | None]], ks: Sequence[int]) -> dict[str, float]:

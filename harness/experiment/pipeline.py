@@ -58,6 +58,10 @@ class Evaluation:
             included), aligned with ``chunks``; None without a ``chunk_token_counter``.
         cache: chunk-cache facts: ``chunks_cached`` (1.0 when the chunk set was read from
             the cache) and, on a miss, ``chunks_stored``; empty without a cache.
+        ties: ``{"ties.crossing_at_<k>": queries}`` per k of ``metrics.ks``: queries whose
+            chunks at ranks k and k + 1 of the retriever's ranking score exactly alike, so
+            the tie rule decides their top-k set
+            (:func:`harness.evaluation.diagnostics.crossing_ties`).
     """
 
     metrics: dict[str, float]
@@ -70,6 +74,7 @@ class Evaluation:
     degenerate: bool = False
     cache: dict[str, float] = field(default_factory=dict)
     chunk_tokens: list[int] | None = None
+    ties: dict[str, float] = field(default_factory=dict)
 
     def table(
         self,
@@ -237,6 +242,7 @@ def evaluate(
     t0 = time.perf_counter()
     run = retrieve(dataset, chunker, retriever, len(chunks), depth)
     timings["search"] = time.perf_counter() - t0
+    ties = dg.crossing_ties(run, ks, retriever.beyond_cut() if isinstance(retriever, Retriever) else None)
 
     mark("score")
     t0 = time.perf_counter()
@@ -262,6 +268,7 @@ def evaluate(
         degenerate=degenerate,
         cache=cache_stats,
         chunk_tokens=chunk_tokens,
+        ties=ties,
     )
 
 

@@ -473,7 +473,8 @@ def metric_groups(ev, parts: Components, report, settings: Settings, cis: dict[s
     """Every metric of the run as ``(metrics, step)`` groups for one MLflow batch.
 
     Step 0: the mean metrics, ``cache.*`` (embedded texts, embedding-cache hits, chunk-set
-    hit), ``chunks.*``, ``dataset.*`` dropped-record counts (with a load report), the
+    hit), ``chunks.*``, ``ties.crossing_at_<k>`` (queries whose top-k set the tie rule
+    decides, :func:`harness.evaluation.diagnostics.crossing_ties`), ``dataset.*`` dropped-record counts (with a load report), the
     strategy's own counters (``chunker.stats()``, e.g. ``llm.calls``) and the bootstrap CIs
     (``cis`` when given, else :func:`confidence_intervals`); then ``recall_curve`` at ``step=k`` for each k.
     """
@@ -489,6 +490,7 @@ def metric_groups(ev, parts: Components, report, settings: Settings, cis: dict[s
             0,
         ),
         ({f"chunks.{k}": v for k, v in ev.chunk_stats.items()}, 0),
+        (dict(getattr(ev, "ties", {})), 0),  # ties.crossing_at_<k>: queries whose top-k set the tie rule decides
     ]
     if hasattr(encoder, "run_metrics"):  # embedding.*: texts embedded, cache hits, over the window (+ tokens, cost for APIs)
         groups.append((encoder.run_metrics(), 0))
@@ -798,6 +800,23 @@ def _chunk_line(stats: dict) -> str:
     )
 
 
+def ties_warning(ties: dict[str, float]) -> str | None:
+    """One warning line when some query's top-k set is decided by the tie rule, else None.
+
+    ``WARNING ties.crossing_at_5=3, ties.crossing_at_10=1: queries whose chunks at ranks k
+    and k+1 score exactly alike; which of them is inside the top k (and so the metrics at k)
+    is decided by the tie rule (document id, then start and end offset), not by the retriever``
+    """
+    crossing = {name: int(n) for name, n in ties.items() if n}
+    if not crossing:
+        return None
+    counts = ", ".join(f"{name}={n}" for name, n in crossing.items())
+    return (
+        f"WARNING {counts}: queries whose chunks at ranks k and k+1 score exactly alike; which of them is inside the top k "
+        "(and so the metrics at k) is decided by the tie rule (document id, then start and end offset), not by the retriever"
+    )
+
+
 def _print_summary(name, experiment, uri, run_id, ev, seconds: float, objective: str = "recall@5", report: bool = False) -> None:
     """Print the run's results: the whole table, or inside a sweep one line (:func:`job_line`)."""
     position = sweep_position()
@@ -805,6 +824,9 @@ def _print_summary(name, experiment, uri, run_id, ev, seconds: float, objective:
         print(job_line(position, name, ev.metrics, objective, seconds, run_id=run_id))
         if ev.degenerate:
             print("WARNING degenerate_chunking=true: every document fits in one chunk; this run compares whole documents")
+        tie_line = ties_warning(getattr(ev, "ties", {}))
+        if tie_line:
+            print(tie_line)
         sys.stdout.flush()
         return
     print(f"\nrun {name}  (experiment {experiment!r})")
@@ -812,6 +834,9 @@ def _print_summary(name, experiment, uri, run_id, ev, seconds: float, objective:
     print(_results_text(ev))
     if ev.degenerate:
         print("WARNING degenerate_chunking=true: every document fits in one chunk; this run compares whole documents")
+    tie_line = ties_warning(getattr(ev, "ties", {}))
+    if tie_line:
+        print(tie_line)
     print(f"MLflow run id: {run_id}")
     print(f"tracking URI:  {uri}")
     if report:

@@ -7,7 +7,7 @@ import math
 from abc import ABC, abstractmethod
 from typing import Mapping, Sequence
 
-from harness.types import Chunk, NonFiniteError, Query, Run
+from harness.types import Chunk, NonFiniteError, Query, Run, rank_order
 
 
 class Retriever(ABC):
@@ -60,8 +60,11 @@ class Retriever(ABC):
 
         Returns:
             ``{query_id: {chunk_id: score}}`` with at most ``min(k, n_chunks)`` entries per
-            query, in ranking order: score descending, ties by ascending chunk id (the rule
-            of :func:`ranked`, so the top-k cut and the ranking agree). Every query id is
+            query, in ranking order: score descending, equal scores in document order
+            (:func:`harness.types.chunk_order_key`: doc id in natural order, ``doc9`` before
+            ``doc10``, then start and end offsets as numbers); the top-k cut follows the same
+            rule (:meth:`keep_top`), so which of several tied chunks make the cut never
+            depends on the index order or an index's internal order. Every query id is
             present; its dict is empty when nothing qualifies (an empty index; for lexical
             retrievers a query sharing no token with any chunk, since only chunks with a
             positive score are returned).
@@ -72,6 +75,26 @@ class Retriever(ABC):
             NonFiniteError: a score is NaN, infinite or not a number (checked for every
                 subclass by :func:`check_scores`, wrapped around its ``search``).
         """
+
+    def keep_top(self, query_id: str, candidates: Mapping[str, float], k: int) -> dict[str, float]:
+        """The first ``k`` of ``candidates`` (``{chunk_id: score}``) in ranking order, and
+        remember the score of the best one left out (see :meth:`beyond_cut`).
+
+        Every built-in retriever makes its final top-k cut here, so the cut and the order
+        are those of :func:`harness.types.rank_order`. Pass at least ``k + 1`` candidates
+        when there are more, so :meth:`beyond_cut` can tell whether rank ``k + 1`` ties rank ``k``.
+        """
+        ids = rank_order(candidates)
+        self.beyond_cut()[query_id] = float(candidates[ids[k]]) if len(ids) > k else None
+        return {cid: candidates[cid] for cid in ids[:k]}
+
+    def beyond_cut(self) -> dict[str, float | None]:
+        """``{query_id: score of the best candidate below the top-k cut}`` of the searches so
+        far (the latest search of each query; None: nothing was left out). Empty for a
+        retriever that does not cut through :meth:`keep_top`; the run's own scores show
+        ties above the cut, this shows one across the deepest cut
+        (:func:`harness.evaluation.diagnostics.crossing_ties`)."""
+        return self.__dict__.setdefault("_beyond_cut", {})
 
 
 def check_k(k: int) -> None:
@@ -121,9 +144,9 @@ def check_queries(queries: Sequence[Query]) -> list[Query]:
 
 
 def ranked(run: Run, query_id: str) -> list[str]:
-    """Chunk ids of one query sorted by descending score (ties: ascending chunk id)."""
-    scores = run.get(query_id, {})
-    return sorted(scores, key=lambda cid: (-scores[cid], cid))
+    """Chunk ids of one query in ranking order: descending score, equal scores in document
+    order (:func:`harness.types.rank_order`); ``[]`` for a query absent from ``run``."""
+    return rank_order(run.get(query_id, {}))
 
 
 def finite_scores(scores: Mapping[str, float], where: str, of: str = "") -> Mapping[str, float]:

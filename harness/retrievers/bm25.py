@@ -4,24 +4,34 @@ from __future__ import annotations
 
 import logging
 import re
+import unicodedata
 from typing import Sequence
 
 import numpy as np
 
 from harness.retrievers.base import Retriever, check_chunks, check_k, check_queries
-from harness.types import Chunk, Query, Run
+from harness.types import Chunk, Query, Run, chunk_order_key
 
 _TOKEN = re.compile(r"\w+", re.UNICODE)
 
 
 def bm25_tokenize(text: str) -> list[str]:
-    """The BM25 tokenizer: Unicode casefolding, then maximal runs of word characters (regex ``\\w+``).
+    """The BM25 analyser: Unicode canonical caseless folding, then maximal runs of word
+    characters (regex ``\\w+``).
 
-    Used for chunk texts and query texts alike. No stemming and no stop-word removal;
-    punctuation and whitespace are dropped, so ``"???"`` has no tokens;
+    The folding is ``NFC(casefold(NFD(text)))``: Unicode's canonical caseless match
+    (The Unicode Standard, section 3.13, D145) with the result composed, so a precomposed
+    ``café`` and a decomposed ``cafe`` + U+0301 give the same token ``café`` (without it the
+    combining accent, not a word character, would split the decomposed form into ``cafe``).
+    NFC rather than NFKC: only strings that are the same text are merged
+    (:mod:`harness.text.normalisation`). Used for chunk texts and query texts alike; only
+    the token stream is folded, never a stored text or its offsets. No stemming and no
+    stop-word removal; punctuation and whitespace are dropped, so ``"???"`` has no tokens;
     ``"Kestrel's 2.3.1"`` -> ``["kestrel", "s", "2", "3", "1"]``.
     """
-    return _TOKEN.findall(text.casefold())
+    if text.isascii():  # nothing to fold but case (the common case, kept fast)
+        return _TOKEN.findall(text.casefold())
+    return _TOKEN.findall(unicodedata.normalize("NFC", unicodedata.normalize("NFD", text).casefold()))
 
 
 def _inherit_log_level() -> None:
@@ -51,8 +61,9 @@ class BM25Retriever(Retriever):
     Guarantees of :meth:`search`: only chunks with a positive score are returned, so a
     chunk sharing no token with the query is never a hit (a query of punctuation only, or
     of words absent from the corpus, gets no results and scores 0 on every metric); ties
-    among positive scores are broken by ascending chunk id, independent of the order the
-    chunks were indexed in.
+    among positive scores are broken in document order (:func:`harness.types.chunk_order_key`:
+    doc id in natural order, then start and end offsets as numbers), independent of the
+    order the chunks were indexed in, for the ranking and for the top-k cut alike.
 
     Args:
         k1: term-frequency saturation, >= 0 (default 1.5).
@@ -95,8 +106,10 @@ class BM25Retriever(Retriever):
             bm25.index(corpus, show_progress=False)
             self._bm25 = bm25
         self._ids = [c.chunk_id for c in items]
-        # position of each chunk in ascending chunk-id order: the tie-break of ranked()
-        self._id_rank = np.argsort(np.argsort(np.array(self._ids, dtype=object), kind="stable"), kind="stable")
+        # position of each chunk in document order (chunk_order_key): the tie rule of ranked()
+        by_order = sorted(range(len(self._ids)), key=lambda i: chunk_order_key(self._ids[i]))
+        self._id_rank = np.empty(len(self._ids), dtype=np.int64)
+        self._id_rank[by_order] = np.arange(len(self._ids), dtype=np.int64)
         self._indexed = True
 
     def search(self, queries: Sequence[Query], k: int) -> Run:
@@ -104,7 +117,7 @@ class BM25Retriever(Retriever):
 
         Returns:
             ``{query_id: {chunk_id: score}}``, at most ``k`` entries per query, in ranking
-            order (score descending, ties by ascending chunk id); an empty dict for a query
+            order (score descending, ties in document order); an empty dict for a query
             that shares no token with any chunk.
 
         Raises:
@@ -117,10 +130,11 @@ class BM25Retriever(Retriever):
             raise ValueError("retriever.bm25: search() called before index()")
         run: Run = {}
         for q in items:
-            run[q.query_id] = self._search_one(q.text, k)
+            run[q.query_id] = self.keep_top(q.query_id, self._search_one(q.text, k + 1), k)  # one more: a tie across the cut shows
         return run
 
     def _search_one(self, text: str, k: int) -> dict[str, float]:
+        """The ``k`` best positive-scored chunks of one query text in ranking order."""
         if self._bm25 is None:
             return {}
         vocab = self._bm25.vocab_dict

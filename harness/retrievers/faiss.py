@@ -101,6 +101,11 @@ class FaissRetriever(Retriever):
     ``index=flat`` and ``hnsw``). An empty chunk list gives an empty index: every query then
     gets no results (nothing is embedded).
 
+    Ties: equal scores are ranked in document order (:func:`harness.types.chunk_order_key`),
+    and with ``index=flat`` the top-k cut is made by that rule over every chunk tied at the
+    k-th score (the search deepens until the tie ends), never by FAISS's internal order. An
+    approximate index cuts among the candidates it found (``max(k + 1, 10)``).
+
     Indexes (``index``), all over inner product, all storing the full float32 vectors, so
     every returned score is the exact cosine of that chunk:
 
@@ -236,7 +241,11 @@ class FaissRetriever(Retriever):
         if not chunks:  # an empty index: every search returns no hits
             self._index, self._ids, self.chunk_vectors, self._indexed = None, [], None, True
             return
-        vecs = np.ascontiguousarray(self.encoder.encode([c.text for c in chunks], desc="embed chunks"), dtype=np.float32)
+        from harness.embeddings.base import CachedEncoder
+
+        # the window check of a harness encoder names the chunk to fix (id, document) when it refuses or warns
+        named = {"labels": [f"chunk {c.chunk_id!r} of document {c.doc_id!r}" for c in chunks]} if isinstance(self.encoder, CachedEncoder) else {}
+        vecs = np.ascontiguousarray(self.encoder.encode([c.text for c in chunks], desc="embed chunks", **named), dtype=np.float32)
         if vecs.ndim != 2 or vecs.shape[0] != len(chunks) or vecs.shape[1] < 1:  # FAISS would only assert
             raise ValueError(
                 f"retriever.faiss: the encoder returned chunk vectors of shape {tuple(vecs.shape)}, expected ({len(chunks)}, dim): one row per chunk"
@@ -314,23 +323,39 @@ class FaissRetriever(Retriever):
         check_vectors(qv, [q.query_id for q in queries], self._source(), "embed queries")  # FAISS would return no hit for a NaN query
         kk = min(k, self._index.ntotal)
         if self.index_type == "flat":
-            scores, idx = self._index.search(qv, kk)
+            scores, idx = self._search_past_ties(qv, kk)
         else:
             scores, idx = self._check_against_exact(qv, kk)
         run: Run = {}
         for q, row_s, row_i in zip(queries, scores, idx):
-            hits = sorted(((float(s), self._ids[i]) for s, i in zip(row_s[:kk], row_i[:kk]) if i >= 0), key=lambda h: (-h[0], h[1]))
-            run[q.query_id] = {cid: s for s, cid in hits}  # ranking order of ranked(): ties by chunk id
+            candidates = {self._ids[i]: float(s) for s, i in zip(row_s, row_i) if i >= 0}
+            run[q.query_id] = self.keep_top(q.query_id, candidates, kk)  # the tie rule decides the cut, not FAISS's heap
         return run
 
+    def _search_past_ties(self, qv: np.ndarray, kk: int) -> tuple[np.ndarray, np.ndarray]:
+        """Exact search deep enough that every chunk tied with a query's ``kk``-th score is
+        among the results, plus one more when there is one (``(n_queries, depth)`` arrays).
+
+        FAISS keeps an arbitrary subset of the chunks tied at the ``kk``-th score; searching
+        ``kk + 1`` and doubling the depth while some query's last result still ties its
+        ``kk``-th lets :meth:`keep_top` choose among all of them by the tie rule.
+        """
+        n = self._index.ntotal
+        depth = min(kk + 1, n)
+        scores, idx = self._index.search(qv, depth)
+        while depth < n and bool(np.any(scores[:, depth - 1] >= scores[:, kk - 1])):
+            depth = min(n, 2 * depth)
+            scores, idx = self._index.search(qv, depth)
+        return scores, idx
+
     def _check_against_exact(self, qv: np.ndarray, kk: int) -> tuple[np.ndarray, np.ndarray]:
-        """Approximate search for ``max(kk, 10)`` (capped at the index size), exact search
+        """Approximate search for ``max(kk + 1, 10)`` (capped at the index size), exact search
         for as many, :func:`ann_recall` at 10 and at ``kk`` into the stats, and the
         ``on_low_recall`` action. Returns the approximate ``(scores, ids)``."""
         import faiss
 
         n = self._index.ntotal
-        depth = min(max(kk, ANN_RECALL_K), n)
+        depth = min(max(kk + 1, ANN_RECALL_K), n)  # one more than kk: a tie across the cut shows
         t0 = time.perf_counter()
         scores, idx = self._index.search(qv, depth)
         t1 = time.perf_counter()

@@ -3,8 +3,8 @@
 The fusion rules are pure functions over per-query score maps (``{chunk_id: score}``), so
 they can be checked by hand: :func:`rrf_fuse` (reciprocal rank fusion) and
 :func:`weighted_fuse` (a convex combination of min-max normalised scores, :func:`minmax`).
-Every function returns its result in ranking order (score descending, ties by ascending
-chunk id: the rule of :func:`harness.retrievers.base.ranked`).
+Every function returns its result in ranking order (score descending, ties in document
+order: the rule of :func:`harness.types.rank_order`).
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from harness.embeddings.base import check_choice
 from harness.retrievers.base import Retriever, check_chunks, check_k, check_queries, finite_scores
 from harness.retrievers.bm25 import BM25Retriever
 from harness.retrievers.faiss import FaissRetriever
-from harness.types import Chunk, Query, Run
+from harness.types import Chunk, Query, Run, rank_order
 
 #: Accepted values of ``retriever.fusion``.
 FUSIONS = ("rrf", "weighted")
@@ -26,8 +26,8 @@ CONSTANT_SCORE = 0.5
 
 
 def order(scores: Mapping[str, float]) -> list[str]:
-    """Chunk ids of ``scores`` by descending score, ties by ascending chunk id."""
-    return sorted(scores, key=lambda cid: (-scores[cid], cid))
+    """Chunk ids of ``scores`` by descending score, ties in document order (:func:`harness.types.rank_order`)."""
+    return rank_order(scores)
 
 
 def top(scores: Mapping[str, float], k: int | None = None) -> dict[str, float]:
@@ -41,9 +41,9 @@ def rrf_fuse(rankings: Sequence[Mapping[str, float]], rrf_k: float = 60, k: int 
     outperforms Condorcet and individual Rank Learning Methods", SIGIR 2009).
 
     ``score(d) = sum over rankings r containing d of 1 / (rrf_k + rank_r(d))``, where
-    ``rank_r(d)`` is d's 1-based position in r ordered by score descending, ties by
-    ascending chunk id (tied scores get consecutive positions, so the rule is
-    deterministic). Only the positions matter, never the scores themselves. A ranking that
+    ``rank_r(d)`` is d's 1-based position in r ordered by score descending, ties in
+    document order (:func:`harness.types.rank_order`; tied scores get consecutive
+    positions, so the rule is deterministic). Only the positions matter, never the scores themselves. A ranking that
     lacks d adds nothing for d.
 
     Args:
@@ -220,7 +220,7 @@ class HybridRetriever(Retriever):
 
         Returns:
             ``{query_id: {chunk_id: fused score}}``, at most ``k`` entries per query, in
-            ranking order (score descending, ties by ascending chunk id); every query id is
+            ranking order (score descending, ties in document order); every query id is
             present (empty when neither side returned anything, e.g. an empty index).
 
         Raises:
@@ -237,5 +237,6 @@ class HybridRetriever(Retriever):
         run: Run = {}
         for q in items:
             d, s = dense.get(q.query_id, {}), lexical.get(q.query_id, {})
-            run[q.query_id] = rrf_fuse([d, s], self.rrf_k, k) if self.fusion == "rrf" else weighted_fuse(d, s, self.alpha, k)
+            fused = rrf_fuse([d, s], self.rrf_k) if self.fusion == "rrf" else weighted_fuse(d, s, self.alpha)
+            run[q.query_id] = self.keep_top(q.query_id, fused, k)
         return run

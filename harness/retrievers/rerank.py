@@ -20,7 +20,7 @@ from typing import Any, Mapping, Sequence
 
 from harness.embeddings.base import ON_TRUNCATE, check_choice, text_key
 from harness.retrievers.base import Retriever, check_chunks, check_k, check_queries
-from harness.types import Chunk, Query, Run
+from harness.types import Chunk, Query, Run, rank_order
 
 #: First stages by name (``retriever.first_stage: bm25``); a mapping with ``_target_`` names any retriever.
 FIRST_STAGES = {
@@ -123,7 +123,7 @@ class RerankRetriever(Retriever):
 
     :meth:`search` asks the first stage for ``n = candidates`` (null: ``max(k, 100)``)
     results per query, scores every (query text, chunk text) pair with the cross-encoder,
-    and returns the ``k`` best by that score (descending, ties by ascending chunk id). The
+    and returns the ``k`` best by that score (descending, ties in document order). The
     returned scores are the model's outputs (``CrossEncoder.predict`` with the model's
     activation, e.g. a sigmoid in (0, 1)), not comparable across models. Chunks the first
     stage did not return are never returned.
@@ -304,8 +304,8 @@ class RerankRetriever(Retriever):
 
         Returns:
             ``{query_id: {chunk_id: score}}``, at most ``k`` entries per query, in ranking
-            order (score descending, ties by ascending chunk id); every query id is present
-            (empty when the first stage returned nothing for it).
+            order (score descending, ties in document order, :func:`harness.types.rank_order`);
+            every query id is present (empty when the first stage returned nothing for it).
 
         Raises:
             TypeError: ``queries`` is not a sequence of :class:`harness.types.Query`.
@@ -324,7 +324,7 @@ class RerankRetriever(Retriever):
         for q in items:
             qkey = text_key(q.text)
             scores = first.get(q.query_id, {})
-            cands = sorted(scores, key=lambda cid: (-scores[cid], cid))[:n]
+            cands = rank_order(scores)[:n]
             keyed = [(cid, (qkey, self._texts[cid][1])) for cid in cands]
             per_query.append((q, keyed))
             for cid, key in keyed:
@@ -335,8 +335,7 @@ class RerankRetriever(Retriever):
         run: Run = {}
         for q, keyed in per_query:
             scores = {cid: _SCORES[(mk, *key)] for cid, key in keyed}
-            ids = sorted(scores, key=lambda cid: (-scores[cid], cid))[:k]
-            run[q.query_id] = {cid: scores[cid] for cid in ids}
+            run[q.query_id] = self.keep_top(q.query_id, scores, k)
         return run
 
     def _check_limit(self, pairs: Mapping[tuple[str, str], tuple[str, str]]) -> None:

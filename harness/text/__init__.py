@@ -4,7 +4,8 @@ Owns size units (characters, words, model word pieces, tiktoken tokens; :mod:`.u
 sentence and paragraph boundaries (:mod:`.sentences`), structural blocks of markdown,
 code, tables and transcripts (:mod:`.blocks`), packing of pieces into size-limited
 windows with overlap (:mod:`.packing`), placing a library's chunk strings back on source
-offsets (:mod:`.align`) and the escapes typed in separator settings (:mod:`.escapes`).
+offsets (:mod:`.align`), the escapes typed in separator settings (:mod:`.escapes`) and
+Unicode normalisation forms, NFC vs NFD (:mod:`.normalisation`).
 Every position is a character offset (code point) into ``Document.text``.
 
 May import: :mod:`harness.types` and third-party libraries only. Imported by chunkers,

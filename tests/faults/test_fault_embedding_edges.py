@@ -82,6 +82,28 @@ def test_on_truncate_error_refuses_before_embedding_and_ignore_is_silent():
     assert truncation_warnings(record) == []
 
 
+def test_strict_window_error_names_the_longest_chunk_its_document_its_tokens_and_the_window():
+    """Issue 24, class 7: with on_truncate=error the refusal names the chunk to fix."""
+    from harness.embeddings.model import Encoder
+    from harness.retrievers.faiss import FaissRetriever
+    from harness.types import Chunk, Document
+
+    # hello(300) is 302 model tokens, hello(280) 282 (hand-worked above: one word piece each + 2)
+    docs = [Document("guide.md", hello(10)), Document("notes/run#3.md", hello(280) + " " + hello(300)), Document("faq.md", hello(280))]
+    short = Chunk.from_spans(docs[0], [(0, len(docs[0].text))])
+    start = len(hello(280)) + 1
+    longest = Chunk.from_spans(docs[1], [(start, len(docs[1].text))])
+    other = Chunk.from_spans(docs[2], [(0, len(docs[2].text))])
+    retr = FaissRetriever(encoder=Encoder(show_progress=False, on_truncate="error"))
+    with pytest.raises(ValueError) as info:
+        retr.index([short, longest, other])
+    message = str(info.value)
+    assert "\n" not in message and message.startswith("embedding.on_truncate=error: 2 of 3 texts (embed chunks)")
+    assert "longest 302 word pieces" in message and f": chunk {longest.chunk_id!r} of document 'notes/run#3.md')" in message
+    assert "256-word-piece window" in message
+    assert retr.encoder.n_encoded == 0  # refused before anything was embedded
+
+
 def test_bad_on_truncate_is_a_one_line_config_error_before_any_work(tracking_uri):
     import mlflow
 

@@ -7,6 +7,7 @@ limit), not ranking quality, which is never claimed."""
 from __future__ import annotations
 
 import dataclasses
+import re
 import shutil
 import warnings
 
@@ -52,8 +53,17 @@ def q(text, qid="q1"):
 QUERIES = [q("How often do workers send heartbeats?"), q("Which port does the dashboard use?", "q2"), q("???", "q3")]
 
 
+def document_order(cid):
+    """The tie rule written out: doc id with digit runs as numbers, then the offsets as numbers."""
+    doc, sep, spans = cid.rpartition("#")
+    if not sep:  # an id without spans ("c3"): its own natural order
+        doc, spans = cid, ""
+    parts = re.split(r"(\d+)", doc)
+    return (tuple(int(p) if i % 2 else p for i, p in enumerate(parts)), tuple(int(x) for x in re.findall(r"\d+", spans)), cid)
+
+
 def in_tie_order(scores):
-    return list(scores) == sorted(scores, key=lambda cid: (-scores[cid], cid))
+    return list(scores) == sorted(scores, key=lambda cid: (-scores[cid], document_order(cid)))
 
 
 # --------------------------------------------------------------------------- fusion by hand

@@ -49,7 +49,7 @@ from typing import Callable, Iterable, Mapping, Sequence
 from harness.evaluation.metrics import span as sp
 from harness.evaluation.metrics import split_cutoff
 from harness.evaluation.metrics.ranking import relevant_to
-from harness.types import Chunk, Document, Qrels, Query, Run
+from harness.types import Chunk, Document, Qrels, Query, Run, rank_order
 
 #: Our family name -> name accepted by :func:`ir_per_query`, for the chunk-level families.
 CHUNK_IR = {"chunk_precision": "precision", "hit_rate": "hit_rate", "ndcg": "ndcg", "map": "map"}
@@ -185,7 +185,9 @@ def ir_per_query(qrels: Qrels, run: Run, metrics: Sequence[str]) -> dict[str, di
     Args:
         qrels: ``{query_id: {id: grade}}``, grades >= 1 relevant; one entry per query to score.
         run: ``{query_id: {id: score}}``, higher first; scores should be distinct per query
-            (trec_eval breaks ties by id).
+            (trec_eval breaks ties by id string; :func:`run_from_rankings` makes them
+            distinct, so the scored order is the tie rule's). A cut to the top k uses
+            :func:`harness.types.rank_order`.
         metrics: names ``<name>@<k>`` with ``name`` in :data:`IR_MEASURES` (``"ndcg@10"``,
             ``"hit_rate@5"``) and ``k >= 1``.
 
@@ -221,7 +223,7 @@ def ir_per_query(qrels: Qrels, run: Run, metrics: Sequence[str]) -> dict[str, di
         unsupported = [str(ms) for ms in measures if not provider.supports(ms)]
         if unsupported:  # pragma: no cover - guards an ir-measures change; never return wrong values silently
             raise RuntimeError(f"ir-measures' pytrec_eval provider does not support {unsupported}")
-        cut_run = ranked if cut is None else {qid: dict(sorted(r.items(), key=lambda kv: -kv[1])[:cut]) for qid, r in ranked.items()}
+        cut_run = ranked if cut is None else {qid: {cid: r[cid] for cid in rank_order(r)[:cut]} for qid, r in ranked.items()}
         ours = {str(ms): names[spec] for ms, spec in zip(measures, names)}
         for value in provider.iter_calc(measures, judged, cut_run):
             out[value.query_id][ours[str(value.measure)]] = float(value.value)
@@ -283,8 +285,9 @@ def document_run(run: Run, chunk_doc: Mapping[str, str]) -> Run:
     """Max-pool a chunk run into a document run.
 
     A document's score is the highest score of its retrieved chunks; documents are then
-    re-scored ``n - position`` in the order (max score desc, rank of the best chunk asc), so
-    ties cannot reorder them inside the metric library.
+    re-scored ``n - position`` in the order (max score desc, rank of the best chunk asc, the
+    chunks ranked by :func:`harness.types.rank_order`), so ties cannot reorder them inside
+    the metric library.
 
     Args:
         run: ``{query_id: {chunk_id: score}}``.
@@ -292,7 +295,7 @@ def document_run(run: Run, chunk_doc: Mapping[str, str]) -> Run:
     """
     out: Run = {}
     for qid, scores in run.items():
-        ordered = sorted(scores, key=lambda cid: (-scores[cid], cid))
+        ordered = rank_order(scores)  # the tie rule of every ranking
         best: dict[str, tuple[float, int]] = {}
         for rank, cid in enumerate(ordered):
             d = chunk_doc[cid]
