@@ -24,8 +24,9 @@ from hypothesis import strategies as st
 from harness.chunkers.fixed import FixedChunker
 from harness.chunkers.recursive import RecursiveChunker
 from harness.chunkers.sentence import SentenceChunker
+from harness.evaluation.metrics import is_metric_name, value_bounds
 from harness.experiment.build import build_chunker
-from harness.experiment.pipeline import evaluate
+from harness.experiment.pipeline import EvaluationTools, evaluate
 from harness.experiment.settings import MetricSettings
 from harness.retrievers.base import Retriever, check_chunks, check_k, check_queries
 from harness.retrievers.bm25 import BM25Retriever
@@ -159,3 +160,46 @@ def test_uncovered_evidence_characters_by_hand():
     row = ev.per_query.iloc[0]
     assert (row["evidence_chars"], row["evidence_uncovered_chars"]) == (5, 1)
     assert row["recall@2"] == pytest.approx(4 / 5) and ev.chunk_stats["evidence_uncovered_chars"] == 1.0
+
+
+def _context_tools() -> EvaluationTools:
+    from harness.text.units import get_counter
+
+    counter = get_counter("tokens", "model")  # the packaged MiniLM WordPiece tokenizer, as metrics.context_tokenizer=model
+    return EvaluationTools(context_tokenizer=counter, context_token_counter=counter.count)
+
+
+#: Per-query columns that are not metrics: counts in characters, spans or units.
+COUNT_COLUMNS = ("n_evidence", "evidence_chars", "n_relevant_chunks", "evidence_uncovered_chars")
+
+
+@PROPERTY
+@given(
+    dataset=datasets(),
+    chunker=st.sampled_from(sorted(CHUNKERS)),
+    level=st.sampled_from(["chunk", "document"]),
+    convention=st.sampled_from(["harness", "chroma"]),
+    relevance=st.sampled_from(["overlap_fraction", "any_overlap", "contains_evidence"]),
+)
+def test_every_reported_value_is_finite_and_in_its_documented_range(dataset, chunker, level, convention, relevance):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        ev = evaluate(
+            dataset,
+            CHUNKERS[chunker](),
+            BM25Retriever(),
+            MetricSettings.defaults(ks=KS, budgets=[8, 64], level=level, convention=convention, relevance=relevance),
+            _context_tools(),
+            progress=False,
+        )
+    values = {**ev.metrics, **{f"chunks.{k}": v for k, v in ev.chunk_stats.items()}}
+    for name, value in values.items():
+        lo, hi = value_bounds(name)  # raises for a value nothing documents
+        assert math.isfinite(value) and lo <= value <= hi, (name, value, (lo, hi))
+    for column in ev.per_query.columns:
+        if column in COUNT_COLUMNS:
+            assert all(float(v).is_integer() and v >= 0 for v in ev.per_query[column]), column
+        elif is_metric_name(column) or "@" in column:
+            lo, hi = value_bounds(column)
+            assert all(math.isfinite(v) and lo <= v <= hi for v in ev.per_query[column]), (column, list(ev.per_query[column]))
+    assert (ev.per_query["evidence_uncovered_chars"] <= ev.per_query["evidence_chars"]).all()
