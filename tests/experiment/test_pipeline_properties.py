@@ -203,3 +203,27 @@ def test_every_reported_value_is_finite_and_in_its_documented_range(dataset, chu
             lo, hi = value_bounds(column)
             assert all(math.isfinite(v) and lo <= v <= hi for v in ev.per_query[column]), (column, list(ev.per_query[column]))
     assert (ev.per_query["evidence_uncovered_chars"] <= ev.per_query["evidence_chars"]).all()
+
+
+@pytest.mark.slow
+@settings(max_examples=5, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(dataset=datasets(), data=st.data())
+def test_permuting_documents_or_queries_changes_no_metric_dense(dataset, data):
+    """The same property with the real MiniLM encoder and exact FAISS search; a new encoder
+    per evaluation, so no vector comes from the other evaluation's in-memory cache."""
+    from harness.embeddings.model import Encoder
+    from harness.retrievers.faiss import FaissRetriever
+
+    docs = data.draw(st.permutations(dataset.documents), label="documents")
+    queries = data.draw(st.permutations(dataset.queries), label="queries")
+    permuted = Dataset(name=dataset.name, documents=tuple(docs), queries=tuple(queries))
+
+    def run(ds):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            retriever = FaissRetriever(encoder=Encoder(show_progress=False))
+            return evaluate(ds, CHUNKERS["fixed"](), retriever, MetricSettings.defaults(ks=KS, budgets=[]), progress=False)
+
+    before, after = run(dataset), run(permuted)
+    _assert_same(_numbers(before), _numbers(after), "per-query value")
+    _assert_same(before.metrics, after.metrics, "mean")
