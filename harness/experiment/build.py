@@ -17,8 +17,48 @@ from omegaconf import DictConfig, OmegaConf
 #: The project folder (the one holding ``conf/`` and ``datasets/``).
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
 
-#: Config groups that do not change a run's results (excluded from the config hash).
-_NON_RESULT_KEYS = ("tracking", "hydra", "paths", "resume", "cache")
+#: Marks a whole config group left out of :func:`config_hash` in :data:`HASH_NEUTRAL`.
+DROP = "<not hashed>"
+
+#: Every hash-neutral setting, by dotted path: it changes no number a run computes, so
+#: :func:`config_hash` ignores its value. A top-level group marked :data:`DROP` is left out
+#: whole; a setting given a value is hashed as if it held that value, whatever it holds
+#: (the value every shipped config holds, so declaring a setting here changes no shipped
+#: hash, ``tests/data/config_hashes.json``). Two configurations that differ only here
+#: share a hash, and resume reuses either's run. ``tests/experiment/test_config_properties.py``
+#: checks that every other leaf setting of every shipped config changes the hash.
+#:
+#: Not here on purpose: ``embedding.batch_size`` (padding per batch moves MiniLM vectors by
+#: about 1e-7, measured, enough to reorder near ties), ``metrics.objective`` (what a run
+#: returns to a sweeper and logs as a headline metric), ``stats.*`` (the logged confidence
+#: intervals), the settings of :data:`HASH_NEUTRAL_DEFAULTS` (neutral at one value only).
+HASH_NEUTRAL: dict[str, Any] = {
+    "tracking": DROP,  # where and how a run is recorded: store, names, HTML report, headline metrics
+    "hydra": DROP,  # Hydra's output folders, launcher and sweeper
+    "paths": DROP,  # machine folders (the dataset path they resolve into is hashed in dataset.path)
+    "resume": DROP,  # whether a configuration with a finished run is skipped
+    "cache": DROP,  # where embeddings and chunk sets are cached: results are equal with, without or from the cache
+    "embedding.show_progress": True,  # progress bars of the encoder and of scoring
+    "retriever.show_progress": True,  # progress bar of the cross-encoder (retriever=rerank)
+    "embedding.on_truncate": "warn",  # texts over the window are embedded alike; only warns, refuses the run or says nothing
+    "retriever.on_truncate": "warn",  # pairs over max_length are scored alike; only warns, refuses the run or says nothing
+}
+
+#: Config groups left out of the config hash whole (the :data:`DROP` entries of :data:`HASH_NEUTRAL`).
+_NON_RESULT_KEYS = tuple(k for k, v in HASH_NEUTRAL.items() if v == DROP)
+
+
+def _hashed_as_neutral(data: dict[str, Any]) -> dict[str, Any]:
+    """``data`` (a resolved config as plain data) with the :data:`HASH_NEUTRAL` groups left out
+    and every other :data:`HASH_NEUTRAL` setting that is present set to its declared value
+    (a new dict; ``data`` unchanged)."""
+    out = {k: v for k, v in data.items() if k not in _NON_RESULT_KEYS}
+    for path, value in HASH_NEUTRAL.items():
+        group, _, key = path.partition(".")
+        node = out.get(group)
+        if key and isinstance(node, dict) and key in node:
+            out[group] = {**node, key: value}
+    return out
 
 
 def register_resolvers() -> None:
@@ -33,7 +73,9 @@ def to_container(cfg: DictConfig) -> dict[str, Any]:
 
 
 def config_hash(cfg: DictConfig) -> str:
-    """sha256 (first 16 hex chars) of the resolved config without tracking/paths/hydra keys.
+    """sha256 (first 16 hex chars) of the resolved config without its hash-neutral settings
+    (:data:`HASH_NEUTRAL`: the tracking, paths, hydra, resume and cache groups, progress bars,
+    truncation reporting).
 
     Two runs with the same hash compute the same results on the same dataset. The chunker
     part is hashed as the chunker is built, with the escapes in its literal-string settings
@@ -45,7 +87,7 @@ def config_hash(cfg: DictConfig) -> str:
     configs hash as they did before either rule existed. A chunker config whose escapes
     cannot be decoded is hashed as typed (building it then fails, naming the setting).
     """
-    data = {k: v for k, v in to_container(cfg).items() if k not in _NON_RESULT_KEYS}
+    data = _hashed_as_neutral(to_container(cfg))
     if "chunker" in data:
         from harness.text.escapes import decode_literal_settings
 

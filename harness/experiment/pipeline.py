@@ -29,7 +29,7 @@ from harness.evaluation.metrics.ranking import query_metrics
 from harness.experiment.phases import mark
 from harness.experiment.settings import MetricSettings
 from harness.retrievers.base import Retriever, ranked
-from harness.types import Chunk, Dataset, Run
+from harness.types import Chunk, Dataset, Query, Run
 
 
 @dataclass
@@ -43,14 +43,18 @@ class Evaluation:
             (``recall@5``, ``ndcg@10``, ``recall@512tok``, ``precision_omega``, ...),
             ``n_relevant_chunks`` (returnable units relevant under ``relevance``: the
             ``R`` of nDCG's ideal ranking and of AP's divisor, see
-            :mod:`harness.evaluation.metrics.ir`) and the top-k returned unit ids (``retrieved``,
+            :mod:`harness.evaluation.metrics.ir`), ``evidence_uncovered_chars`` (evidence
+            characters in no returnable unit: the chunking's recall ceiling, see
+            :func:`uncovered_evidence_chars`) and the top-k returned unit ids (``retrieved``,
             ``;``-separated, last column).
         chunks: the chunks that were indexed.
         run: the raw retrieval run ``{query_id: {chunk_id: score}}`` over indexed chunks
             (for hierarchical strategies: children, before expansion to parents).
         timings: seconds per phase (``chunk``, ``index``, ``search``, ``score``).
         chunk_stats: sizes and counts of the chunk set (see
-            :func:`harness.evaluation.diagnostics.chunk_set_statistics`).
+            :func:`harness.evaluation.diagnostics.chunk_set_statistics`), plus
+            ``degenerate_chunking`` (0 or 1) and ``evidence_uncovered_chars`` (the per-query
+            ``evidence_uncovered_chars`` summed over queries, in characters).
         miss_reasons: ``{query_id: {k: reason or None}}`` (see :mod:`harness.evaluation.diagnostics`).
         degenerate: True when every document fits in one chunk
             (:func:`harness.evaluation.diagnostics.is_degenerate`).
@@ -256,6 +260,7 @@ def evaluate(
     t0 = time.perf_counter()
     reasons, stats, chunk_tokens = diagnose(dataset, chunks, scored, ks, per_query, means, tools, retriever.needs_encoder)
     stats["degenerate_chunking"] = float(degenerate)
+    stats["evidence_uncovered_chars"] = float(per_query["evidence_uncovered_chars"].sum())
     timings["diagnostics"] = time.perf_counter() - t0
     return Evaluation(
         metrics=means,
@@ -415,7 +420,8 @@ def add_unit_metrics(
     ks: Sequence[int],
 ) -> None:
     """Add the qrels metrics (``chunk_precision``, ``hit_rate``, ``ndcg``, ``map``@k),
-    ``precision_omega``, ``n_relevant_chunks``, at ``level="document"`` the document
+    ``precision_omega``, ``n_relevant_chunks``, ``evidence_uncovered_chars``
+    (:func:`uncovered_evidence_chars`, over the same returnable units), at ``level="document"`` the document
     metrics and, with ``settings.convention == "chroma"``, ``chroma_precision_omega`` (over
     the same returnable units as ``precision_omega``) to each query's row (``rows`` in
     ``dataset.queries`` order).
@@ -442,6 +448,7 @@ def add_unit_metrics(
     ir = chunk_ir_metrics(qrels, {qid: [c.chunk_id for c in cs] for qid, cs in scored.items()}, ks)
     doc = document_metrics(dataset.queries, run, {c.chunk_id: c.doc_id for c in chunks}, ks) if settings.level == "document" else {}
     chroma_units = chroma.units_by_document(units) if settings.convention == "chroma" else None
+    returnable = sp.span_set((u.doc_id, s) for u in units for s in u.spans)
     for row, q in zip(rows, dataset.queries):
         row.update(ir[q.query_id])
         row.update(doc.get(q.query_id, {}))
@@ -449,6 +456,22 @@ def add_unit_metrics(
         if chroma_units is not None:
             row["chroma_precision_omega"] = chroma.precision_omega(q, chroma_units)
         row["n_relevant_chunks"] = len(qrels[q.query_id])
+        row["evidence_uncovered_chars"] = uncovered_evidence_chars(q, returnable)
+
+
+def uncovered_evidence_chars(query: Query, returnable: sp.SpanSet) -> int:
+    """Evidence characters of ``query`` (code points of the union of its evidence spans) that
+    lie in no returnable unit (``returnable``: the normalised union of the spans of every
+    unit ``chunker.expand`` can hand back, see :func:`harness.evaluation.metrics.ir.returnable_units`).
+
+    Every character counts, whitespace too, as in span recall: the value is the recall
+    ceiling of the chunking, ``recall@k <= 1 - uncovered / evidence_chars`` at every k, with
+    equality once every returnable unit is retrieved. In ``[0, evidence_chars]``; 0 for a
+    strategy whose units cover the document. (The miss reason ``not_covered`` ignores
+    whitespace, see :mod:`harness.evaluation.diagnostics`.)
+    """
+    evidence = sp.span_set((e.doc_id, e.span) for e in query.evidence)
+    return sp.size(evidence) - sp.intersection_size(evidence, returnable)
 
 
 def per_query_table(rows: list[dict[str, Any]]) -> tuple[pd.DataFrame, dict[str, float]]:

@@ -352,3 +352,138 @@ def mlflow_key(name: str) -> str:
     ``"recall_at_512tok"``; other names pass through with characters outside
     ``[A-Za-z0-9_./ -]`` replaced by ``_``."""
     return re.sub(r"[^A-Za-z0-9_./ -]", "_", name.replace("@", "_at_"))
+
+
+def parse_range(text: str) -> tuple[float, float]:
+    """The bounds of a documented range string: ``"[0, 1]"`` -> ``(0.0, 1.0)``, ``"[0, ∞)"``
+    -> ``(0.0, inf)``, ``"[-1, 1]"`` -> ``(-1.0, 1.0)``. Closed and open ends parse alike
+    (a value must be finite, so an open ``∞`` end excludes only infinity).
+
+    Raises:
+        ValueError: ``text`` is not ``[lo, hi]`` / ``[lo, hi)`` with numbers or ``∞``, or ``lo > hi``.
+    """
+    m = re.fullmatch(r"\s*[\[(]\s*(-?[0-9.]+|-∞)\s*,\s*(-?[0-9.]+|∞)\s*[\])]\s*", text)
+    if m is None:
+        raise ValueError(f"range {text!r}: expected '[lo, hi]' or '[lo, ∞)' with numbers")
+    lo, hi = (float(v.replace("∞", "inf")) for v in m.groups())
+    if lo > hi:
+        raise ValueError(f"range {text!r}: lower bound above the upper bound")
+    return lo, hi
+
+
+def family_bounds(family: MetricFamily) -> tuple[float, float]:
+    """``(lo, hi)`` of a family's documented :attr:`MetricFamily.range` (see :func:`parse_range`)."""
+    return parse_range(family.range)
+
+
+@dataclass(frozen=True)
+class RunValue:
+    """One kind of value a run logs besides the metric families (counters, statistics, timings).
+
+    Attributes:
+        pattern: the name as a regular expression over the logged name (``@`` form or
+            MLflow key, e.g. ``time\\.[a-z_]+_s``); matched in full.
+        example: one concrete name.
+        range: documented value range, as :attr:`MetricFamily.range` (``"[0, 1]"``, ``"[0, ∞)"``).
+        unit: what is counted or measured (``share``, ``characters``, ``seconds``, ...).
+        meaning: one line on what the value is and where it comes from.
+    """
+
+    pattern: str
+    example: str
+    range: str
+    unit: str
+    meaning: str
+
+
+_AT = r"@[1-9][0-9]*"
+_COUNT = "[0, ∞)"
+
+#: Every other value a run logs (``harness.experiment.run.metric_groups``), with its range:
+#: together with :data:`FAMILIES` (and their ``_ci_low`` / ``_ci_high`` bootstrap bounds and
+#: ``compressed.<family>@k``) this documents every number of a run; :func:`value_bounds`
+#: refuses a name neither lists.
+RUN_VALUES: tuple[RunValue, ...] = (
+    RunValue("recall_curve", "recall_curve", "[0, 1]", "share", "recall@k logged against step=k, one point per metrics.ks"),
+    RunValue(r"compression\.precision_gain" + _AT, "compression.precision_gain@5", "[-1, 1]", "share", "compressed.precision@k - precision@k"),
+    RunValue(r"compression\.tokens_saved" + _AT, "compression.tokens_saved@5", _COUNT, "context tokens", "context_tokens@k - compressed.context_tokens@k"),
+    RunValue(
+        r"diagnostics\.(not_covered|boundary_split|truncated|rank_miss|missed)" + _AT,
+        "diagnostics.missed@5",
+        "[0, 1]",
+        "share of queries",
+        "queries missed at k for each reason, and for any (harness.evaluation.diagnostics)",
+    ),
+    RunValue(
+        r"chunks\.(coverage|coverage_nonspace|single_chunk_documents|evidence_contained_rate|boundary_split_rate|evidence_uncovered_rate|truncated_fraction|degenerate_chunking)",
+        "chunks.coverage",
+        "[0, 1]",
+        "share",
+        "chunk-set shares (harness.evaluation.diagnostics.chunk_set_statistics); degenerate_chunking is 0 or 1",
+    ),
+    RunValue(r"chunks\.redundancy", "chunks.redundancy", "[1, ∞)", "ratio", "chunk characters / covered characters (> 1 with overlap)"),
+    RunValue(
+        r"chunks\.(n_chunks|n_documents|n_duplicate_texts|n_evidence_spans|n_truncated|max_seq_length|evidence_uncovered_chars)",
+        "chunks.n_chunks",
+        _COUNT,
+        "count",
+        "chunk-set counts; evidence_uncovered_chars: evidence characters in no returnable unit, summed over queries",
+    ),
+    RunValue(
+        r"chunks\.(chars|tokens)_(min|max|mean|median|std|p50|p90|p99)",
+        "chunks.chars_mean",
+        _COUNT,
+        "characters or model tokens",
+        "chunk size statistics",
+    ),
+    RunValue(r"cache\.chunks_cached", "cache.chunks_cached", "[0, 1]", "flag", "1 when the chunk set was read from the chunk cache"),
+    RunValue(r"cache\.(embedded_texts|embedding_hits)", "cache.embedded_texts", _COUNT, "texts", "texts embedded, and read from the embedding cache"),
+    RunValue(r"dataset\.[a-z_]+", "dataset.queries_without_evidence", _COUNT, "records", "records the loader dropped or could not resolve"),
+    RunValue(
+        r"embedding\.(texts_embedded|cache_hits|texts_over_window|window_tokens|window_text_tokens|ray_workers|tokens_embedded|requests|retries|texts_cut)",
+        "embedding.texts_embedded",
+        _COUNT,
+        "count",
+        "the encoder's counters (harness.embeddings)",
+    ),
+    RunValue(r"embedding\.(distill_s|cost_usd)", "embedding.distill_s", _COUNT, "seconds or US dollars", "static-model distillation time; API cost"),
+    RunValue(r"time\.[a-z_]+_s", "time.total_s", _COUNT, "seconds", "wall time of one phase of the run"),
+    RunValue(r"retriever\.ann_recall_at_(10|depth)", "retriever.ann_recall_at_10", "[0, 1]", "share", "approximate-index recall against exact search"),
+    RunValue(
+        r"retriever\.[a-z_]+", "retriever.ann_build_seconds", _COUNT, "seconds or count", "approximate-index sizes and timings (harness.retrievers.faiss)"
+    ),
+    RunValue(
+        r"(llm|agentic|adapter|rerank)\.[a-z_.]+", "llm.calls", _COUNT, "count", "counters of LLM calls, agentic windows, adapter alignment, reranked pairs"
+    ),
+)
+
+_RUN_VALUES = [(re.compile(v.pattern), v) for v in RUN_VALUES]
+_KEY_AT = re.compile(r"_at_([1-9][0-9]*(?:tok)?)(?=$|_ci_)")
+
+
+def value_bounds(name: str) -> tuple[float, float]:
+    """The documented range ``(lo, hi)`` of any value a run logs, by its name or MLflow key.
+
+    Looks up, in order: a metric family (:func:`parse_name`: ``recall@5``, ``recall_at_5``,
+    ``precision_omega``); its bootstrap bounds (``recall_at_5_ci_low`` / ``_ci_high``: the
+    metric's range); ``compressed.<family>@k`` (the family's range); :data:`RUN_VALUES`.
+    An MLflow key is read back by turning ``_at_<k>`` / ``_at_<B>tok`` at the end (or before
+    ``_ci_``) into ``@``.
+
+    Raises:
+        ValueError: nothing documents ``name`` (the message names it and where to add it).
+    """
+    base = name
+    for suffix in ("_ci_low", "_ci_high"):
+        if base.endswith(suffix):
+            base = base[: -len(suffix)]
+    for candidate in dict.fromkeys((base, _KEY_AT.sub(r"@\1", base))):
+        inner = candidate.removeprefix("compressed.")
+        if is_metric_name(inner):
+            return family_bounds(parse_name(inner).family)
+        for pattern, value in _RUN_VALUES:
+            if pattern.fullmatch(candidate):
+                return parse_range(value.range)
+    raise ValueError(
+        f"logged value {name!r} has no documented range: add its family to FAMILIES or its pattern to RUN_VALUES in harness/evaluation/metrics/__init__.py"
+    )

@@ -14,7 +14,7 @@ from __future__ import annotations
 import importlib
 import pkgutil
 
-from harness.evaluation.metrics import FAMILIES, mlflow_key
+from harness.evaluation.metrics import FAMILIES, RUN_VALUES, mlflow_key
 
 #: The registry package whose modules the reference lists.
 _PACKAGE = "harness.evaluation.metrics"
@@ -84,7 +84,8 @@ def metrics_markdown() -> str:
     Every ``MetricFamily`` of ``FAMILIES`` (in registry order, grouped by ``level``)
     becomes one section giving its name pattern, a concrete name and its MLflow key, the
     level it scores, its parameter, range, formula for one query and source. The relevance
-    rules come from ``RELEVANCE_RULES`` of the registry's ``ranking`` module.
+    rules come from ``RELEVANCE_RULES`` of the registry's ``ranking`` module; the other values
+    a run logs from ``RUN_VALUES`` (one table row each).
 
     Returns:
         The whole content of ``docs/metrics.md``, ending in one newline. Deterministic:
@@ -205,6 +206,21 @@ def metrics_markdown() -> str:
         "the spans. When no unit overlaps another, repeats, or touches evidence without overlapping",
         "it, and no two evidence spans overlap, `chroma_recall@k`, `chroma_precision@k` and",
         "`chroma_iou@k` equal ours.",
+        "",
+        "## Other values a run logs",
+        "",
+        "Besides the families above (and their bootstrap bounds `<key>_ci_low` / `<key>_ci_high`, in",
+        "the metric's range; `compressed.<family>@k` in the family's range), a run logs the values",
+        "below (`harness.evaluation.metrics.RUN_VALUES`; the name pattern is a regular expression).",
+        "Every logged value is finite and inside its range; `value_bounds(name)` gives the range of",
+        "any logged name and refuses a name documented nowhere, and the tests check every value of",
+        "a run against it.",
+        "",
+        "| pattern | example | range | unit | meaning |",
+        "|---|---|---:|---|---|",
+    ]
+    out += [f"| `{_cell(v.pattern)}` | `{v.example}` | {_cell(v.range)} | {_cell(v.unit)} | {_cell(v.meaning)} |" for v in RUN_VALUES]
+    out += [
         "",
         "## Where they are computed",
         "",
