@@ -461,12 +461,44 @@ def log_metrics(tracker, groups: list[tuple[dict, int]], run: RunSettings, setti
     for group, step in groups:
         if step == 0:
             values.update(group)
+    check_ranges(values)
     m = settings.metrics
     to_log, headline = split(values, run.metrics_mode, m.ks, m.budgets, m.objective)
     tracker.log_metric_groups([(to_log, 0), *[(g, step) for g, step in groups if step != 0]])
     table = metrics_table(values, headline)
     tracker.log_table(table, METRICS_TABLE)
     tracker.log_dataframe_csv(table, METRICS_CSV)
+
+
+#: Slack allowed at a documented bound for floating-point rounding (a mean of ones may be 1 + 2e-16).
+RANGE_SLACK = 1e-9
+
+
+def check_ranges(values: dict[str, float]) -> None:
+    """Refuse to log a value outside its documented range (docs/metrics.md; the bounds are
+    :func:`harness.evaluation.metrics.value_bounds`): such a value is a bug, never a result.
+
+    Args:
+        values: ``{name: value}`` as the run is about to log them (names as the metric
+            registry writes them, ``recall@5``, or MLflow keys). A name with no documented
+            range is left to the test suite, which requires every name a run logs to be documented.
+
+    Raises:
+        harness.types.NonFiniteError: one line naming the value, its range and what to do;
+            raised before anything of the run's metrics is logged (the run ends FAILED).
+    """
+    from harness.evaluation.metrics import value_bounds
+    from harness.types import NonFiniteError
+
+    for name, value in values.items():
+        try:
+            lo, hi = value_bounds(name)
+        except ValueError:
+            continue
+        if not (lo - RANGE_SLACK <= value <= hi + RANGE_SLACK):
+            raise NonFiniteError(
+                f"metric {name} = {value!r} is outside its documented range [{lo}, {hi}] (docs/metrics.md): refused, not logged; please report it"
+            )
 
 
 def metric_groups(ev, parts: Components, report, settings: Settings, cis: dict[str, float] | None = None) -> list[tuple[dict, int]]:

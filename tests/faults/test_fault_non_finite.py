@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import hashlib
 import math
+import re
 import warnings
 
 import numpy as np
@@ -257,3 +258,29 @@ def test_query_mean_is_the_finite_sum_over_every_query_with_failures_counted(val
         mean, failed = query_mean(values, "m")
     assert failed == len(values) - len(finite)
     assert mean == pytest.approx(sum(finite) / len(values), abs=1e-12)
+
+
+# The run's last boundary before logging: a value outside its documented range is a bug and is
+# refused (recall, precision, IoU and hit rate are shares: [0, 1] by their definitions).
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    name=st.sampled_from(["recall@5", "precision@1", "iou@10", "hit_rate@3", "recall_at_5"]),
+    value=st.floats(min_value=-2, max_value=3, allow_nan=False),
+)
+def test_a_share_outside_zero_one_is_refused_before_logging(name, value):
+    from harness.experiment.run import RANGE_SLACK, check_ranges
+
+    if -RANGE_SLACK <= value <= 1 + RANGE_SLACK:
+        check_ranges({name: value})
+    else:
+        with pytest.raises(NonFiniteError, match=rf"^metric {re.escape(name)} = .* outside its documented range \[0.0, 1.0\]"):
+            check_ranges({name: value})
+
+
+def test_a_nan_metric_is_refused_by_the_range_check_too():
+    from harness.experiment.run import check_ranges
+
+    with pytest.raises(NonFiniteError, match="recall@5 = nan"):
+        check_ranges({"recall@5": float("nan"), "context_tokens@5": 120.0})
