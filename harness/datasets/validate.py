@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import difflib
+from typing import Any, Collection, Mapping
+
 from harness.text.normalisation import normalisation_mismatch
 from harness.types import Dataset
 
@@ -10,10 +13,76 @@ class DatasetError(ValueError):
     """A dataset file or record is invalid; the message names the dataset, file, query or span."""
 
 
+def _shown(value: Any) -> str:
+    """``float 6.7``, ``str '6'``, ``NoneType None``: a value with its JSON-decoded type."""
+    text = repr(value)
+    return f"{type(value).__name__} {text if len(text) <= 40 else text[:37] + '...'}"
+
+
+def check_fields(record: Mapping[str, Any], known: Collection[str], where: str) -> None:
+    """Refuse a field of ``record`` that its format does not define.
+
+    A misspelt field is otherwise ignored, and whatever it meant silently takes its default
+    (a misspelt ``text`` switches the excerpt check off). Free-form facts belong under a
+    ``metadata`` field where a format allows one.
+
+    Args:
+        record: one decoded JSON object.
+        known: the field names the format defines.
+        where: the record's place, e.g. ``"questions.jsonl:3"`` or ``"questions.jsonl:3: evidence[0]"``.
+
+    Raises:
+        DatasetError: ``"<where>: unknown field 'txt'; did you mean 'text'? (known: ...)"``
+            for the first unknown field (the hint only when a known name is close).
+    """
+    for key in record:
+        if key not in known:
+            close = difflib.get_close_matches(str(key), sorted(known), n=1, cutoff=0.6)
+            if not close:
+                close = [k for k in sorted(known) if k.casefold() == str(key).casefold().replace("-", "_")][:1]
+            hint = f"; did you mean {close[0]!r}?" if close else ""
+            raise DatasetError(f"{where}: unknown field {key!r}{hint} (known: {', '.join(sorted(known))})")
+
+
+def integer_field(record: Mapping[str, Any], key: str, where: str, unit: str = "code points") -> int:
+    """``record[key]`` when it is a JSON integer, else a one-line refusal.
+
+    Never coerces: ``6.7`` (or ``6.0``), ``true`` and ``"6"`` are refused rather than read
+    as 6, 1 and 6, because a silently moved offset moves a span without any error.
+
+    Raises:
+        DatasetError: ``"<where>.<key> must be an integer (<unit>), got float 6.7"``; also
+            when ``key`` is absent.
+    """
+    if key not in record:
+        raise DatasetError(f"{where}: missing field {key!r} (an integer, {unit})")
+    value = record[key]
+    if not isinstance(value, int) or isinstance(value, bool):
+        raise DatasetError(f"{where}.{key} must be an integer ({unit}), got {_shown(value)}")
+    return value
+
+
+def string_field(record: Mapping[str, Any], key: str, where: str, *, allow_int: bool = False) -> str:
+    """``record[key]`` as a non-empty string (an integer id becomes its decimal string when
+    ``allow_int``), else a one-line refusal naming ``where`` and the field.
+
+    Raises:
+        DatasetError: ``"<where>: field 'query' must be a string, got int 123"``.
+    """
+    value = record.get(key)
+    if isinstance(value, str) and value.strip():
+        return value
+    if allow_int and isinstance(value, int) and not isinstance(value, bool):
+        return str(value)
+    kind = "a non-empty string or an integer" if allow_int else "a string" if not isinstance(value, str) else "a non-empty string"
+    raise DatasetError(f"{where}: field {key!r} must be {kind}, got {_shown(value)}")
+
+
 def check_dataset(dataset: Dataset) -> None:
     """Verify every document id is unique and every evidence span is valid.
 
-    Checks, for each query and each evidence span: the document exists, ``0 <= start <
+    Checks that ids and texts are strings (a number where a string belongs is refused in
+    one line, not met later as an ``AttributeError``), and, for each query and each evidence span: the document exists, ``0 <= start <
     end <= len(text)``, and ``text[start:end]`` equals the stored excerpt (when one is
     stored; an excerpt that differs only by Unicode normalisation, NFC vs NFD, is refused
     with a message that says so and names both forms). Also rejects an empty corpus, an empty query list, duplicate query ids and
@@ -34,11 +103,17 @@ def check_dataset(dataset: Dataset) -> None:
         raise DatasetError(f"dataset {name!r}: no labelled queries{why}")
     docs: dict[str, str] = {}
     for doc in dataset.documents:
+        if not isinstance(doc.doc_id, str) or not isinstance(doc.text, str):
+            raise DatasetError(f"dataset {name!r}: document {doc.doc_id!r}: doc_id and text must be strings, got {_shown(doc.text)} as text")
         if doc.doc_id in docs:
             raise DatasetError(f"dataset {name!r}: duplicate doc_id {doc.doc_id!r}")
         docs[doc.doc_id] = doc.text
     seen: set[str] = set()
     for q in dataset.queries:
+        if not isinstance(q.query_id, str) or not q.query_id:
+            raise DatasetError(f"dataset {name!r}: query id must be a non-empty string, got {_shown(q.query_id)}")
+        if not isinstance(q.text, str):
+            raise DatasetError(f"dataset {name!r}, query {q.query_id!r}: query text must be a string, got {_shown(q.text)}")
         if q.query_id in seen:
             raise DatasetError(f"dataset {name!r}: duplicate query_id {q.query_id!r}")
         seen.add(q.query_id)
@@ -48,6 +123,8 @@ def check_dataset(dataset: Dataset) -> None:
             raise DatasetError(f"dataset {name!r}, query {q.query_id!r}: no evidence spans")
         for i, ev in enumerate(q.evidence):
             where = f"dataset {name!r}, query {q.query_id!r}, evidence #{i} [{ev.start}, {ev.end}) in {ev.doc_id!r}"
+            if not isinstance(ev.text, str):
+                raise DatasetError(f"{where}: the stored excerpt must be a string, got {_shown(ev.text)}")
             text = docs.get(ev.doc_id)
             if text is None:
                 raise DatasetError(f"{where}: unknown doc_id (known: {sorted(docs)[:5]}...)")
