@@ -78,6 +78,79 @@ def string_field(record: Mapping[str, Any], key: str, where: str, *, allow_int: 
     raise DatasetError(f"{where}: field {key!r} must be {kind}, got {_shown(value)}")
 
 
+def _utf16_units(text: str, i: int) -> int:
+    return 2 if ord(text[i]) > 0xFFFF else 1
+
+
+def _utf8_bytes(text: str, i: int) -> int:
+    return len(text[i].encode("utf-8", "surrogatepass"))
+
+
+def _lf_newlines(text: str, i: int) -> int:
+    return 0 if text[i] == "\r" and text[i + 1 : i + 2] == "\n" else 1
+
+
+#: Units label files are often counted in, in the order they are tried: name (as the error
+#: says it) -> width of ``text[i]`` in that unit.
+OFFSET_UNITS = {
+    "counted in UTF-16 code units (an astral character such as an emoji counts twice there)": _utf16_units,
+    "counted in UTF-8 bytes (a non-ASCII character counts 2-4 times there)": _utf8_bytes,
+    "counted with newlines read as one character (\\r\\n as \\n, the file read with newline translation)": _lf_newlines,
+}
+
+
+def _code_point(text: str, offset: int, width) -> int | None:
+    """The code-point index at which ``offset`` units of ``width`` have been counted, or None."""
+    counted = 0
+    for i in range(len(text)):
+        if counted == offset:
+            return i
+        if counted > offset:
+            return None
+        counted += width(text, i)
+    return len(text) if counted == offset else None
+
+
+def offset_unit_hint(text: str, start: int, end: int | None, excerpt: str) -> tuple[str, int, int] | None:
+    """Why ``text[start:end] != excerpt`` when the offsets were counted in another unit.
+
+    Tries, in order, offsets counted in UTF-16 code units, in UTF-8 bytes, after reading
+    ``\\r\\n`` as ``\\n`` (:data:`OFFSET_UNITS`), a 1-based start and an inclusive end; the
+    first under which the span holds exactly ``excerpt`` is returned. Only called on an
+    error path (linear in the text).
+
+    Args:
+        text: the document text (code points).
+        start, end: the offsets as given; ``end`` None when only a start is given (SQuAD's
+            ``answer_start``: the span is then ``len(excerpt)`` code points from it).
+        excerpt: the stored excerpt they should select.
+
+    Returns:
+        ``(how the offsets were counted, start, end in code points)``, or None when no unit
+        explains the mismatch.
+    """
+    if not excerpt or start < 0:
+        return None
+    for name, width in OFFSET_UNITS.items():
+        s = _code_point(text, start, width)
+        e = None if s is None else s + len(excerpt) if end is None else _code_point(text, end, width)
+        if s is not None and e is not None and s != start and text[s:e] == excerpt:
+            return name, s, e
+    if start >= 1 and text[start - 1 : start - 1 + len(excerpt) if end is None else end] == excerpt:
+        return "1-based (the start counts from 1)", start - 1, start - 1 + len(excerpt) if end is None else end
+    if end is not None and text[start : end + 1] == excerpt:
+        return "an inclusive end (the end is the last character, not one past it)", start, end + 1
+    return None
+
+
+def _hint(text: str, start: int, end: int, excerpt: str) -> str:
+    found = offset_unit_hint(text, start, end, excerpt)
+    if found is None:
+        return ""
+    how, s, e = found
+    return f"; the offsets look {how}: the excerpt is at [{s}, {e}) in code points (Python str indices)"
+
+
 def check_dataset(dataset: Dataset) -> None:
     """Verify every document id is unique and every evidence span is valid.
 
@@ -85,7 +158,9 @@ def check_dataset(dataset: Dataset) -> None:
     one line, not met later as an ``AttributeError``), and, for each query and each evidence span: the document exists, ``0 <= start <
     end <= len(text)``, and ``text[start:end]`` equals the stored excerpt (when one is
     stored; an excerpt that differs only by Unicode normalisation, NFC vs NFD, is refused
-    with a message that says so and names both forms). Also rejects an empty corpus, an empty query list, duplicate query ids and
+    with a message that says so and names both forms; offsets counted in another unit,
+    UTF-16 code units, UTF-8 bytes, ``\\r\\n`` read as one character, a 1-based start or an
+    inclusive end, are refused naming the unit and the span meant, see :func:`offset_unit_hint`). Also rejects an empty corpus, an empty query list, duplicate query ids and
     queries without evidence (loaders exclude and count those before calling this, see
     :data:`harness.datasets.report.QUERIES_WITHOUT_EVIDENCE`; a dataset built in code
     must not hold any).
@@ -129,7 +204,7 @@ def check_dataset(dataset: Dataset) -> None:
             if text is None:
                 raise DatasetError(f"{where}: unknown doc_id (known: {sorted(docs)[:5]}...)")
             if ev.end > len(text):
-                raise DatasetError(f"{where}: span ends beyond the document (length {len(text)})")
+                raise DatasetError(f"{where}: span ends beyond the document (length {len(text)}){_hint(text, ev.start, ev.end, ev.text)}")
             if ev.text and text[ev.start : ev.end] != ev.text:
                 found = text[ev.start : ev.end]
                 form = normalisation_mismatch(ev.text, found, text)
@@ -138,4 +213,6 @@ def check_dataset(dataset: Dataset) -> None:
                         f"{where}: the stored excerpt {ev.text[:60]!r} {form}; normalise the corpus and the labels to one form "
                         "(e.g. unicodedata.normalize('NFC', ...)) and count the offsets in it"
                     )
-                raise DatasetError(f"{where}: document text {found[:60]!r} does not equal the stored excerpt {ev.text[:60]!r}")
+                raise DatasetError(
+                    f"{where}: document text {found[:60]!r} does not equal the stored excerpt {ev.text[:60]!r}{_hint(text, ev.start, ev.end, ev.text)}"
+                )
