@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import difflib
+import warnings
 from typing import Any, Collection, Mapping
 
 from harness.text.normalisation import normalisation_mismatch
@@ -151,6 +152,37 @@ def _hint(text: str, start: int, end: int, excerpt: str) -> str:
     return f"; the offsets look {how}: the excerpt is at [{s}, {e}) in code points (Python str indices)"
 
 
+def _warn_duplicate_texts(dataset: Dataset) -> int:
+    """Warn once when documents repeat another's text under a different id; return how many.
+
+    Both copies score alike, the tie rule ranks one first, and evidence labelled in the
+    other is then missed for a reason unrelated to the chunking. Blank documents are not
+    counted. The count is noted as ``info["duplicate_texts"]`` of the dataset's load report
+    (when it has one).
+    """
+    first: dict[str, str] = {}
+    repeats: list[tuple[str, str]] = []
+    for doc in dataset.documents:
+        if not doc.text.strip():
+            continue
+        earlier = first.setdefault(doc.text, doc.doc_id)
+        if earlier != doc.doc_id:
+            repeats.append((doc.doc_id, earlier))
+    if repeats:
+        report = getattr(dataset, "load_report", None)
+        if report is not None:
+            report.info["duplicate_texts"] = len(repeats)
+        n = len(repeats)
+        warnings.warn(
+            f"dataset {dataset.name!r}: {n} document{' repeats' if n == 1 else 's repeat'} the text of another "
+            f"(first: {repeats[0][0]!r} = {repeats[0][1]!r}); both copies score alike, so evidence labelled in one is "
+            "missed whenever the tie rule ranks the other first: remove the copies or label both",
+            UserWarning,
+            stacklevel=3,
+        )
+    return len(repeats)
+
+
 def check_dataset(dataset: Dataset) -> None:
     """Verify every document id is unique and every evidence span is valid.
 
@@ -163,7 +195,8 @@ def check_dataset(dataset: Dataset) -> None:
     inclusive end, are refused naming the unit and the span meant, see :func:`offset_unit_hint`). Also rejects an empty corpus, an empty query list, duplicate query ids and
     queries without evidence (loaders exclude and count those before calling this, see
     :data:`harness.datasets.report.QUERIES_WITHOUT_EVIDENCE`; a dataset built in code
-    must not hold any).
+    must not hold any). Warns (once) when documents repeat another's text under another id,
+    noting the count as ``load_report.info["duplicate_texts"]``.
 
     Raises:
         DatasetError: on the first problem, naming the dataset, query id, document and span.
@@ -183,6 +216,7 @@ def check_dataset(dataset: Dataset) -> None:
         if doc.doc_id in docs:
             raise DatasetError(f"dataset {name!r}: duplicate doc_id {doc.doc_id!r}")
         docs[doc.doc_id] = doc.text
+    _warn_duplicate_texts(dataset)
     seen: set[str] = set()
     for q in dataset.queries:
         if not isinstance(q.query_id, str) or not q.query_id:
