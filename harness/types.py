@@ -18,7 +18,8 @@ from dataclasses import dataclass, field
 from typing import Any, Mapping
 
 Span = tuple[int, int]
-"""A half-open ``(start, end)`` interval of code points, ``0 <= start < end``."""
+"""A half-open ``(start, end)`` interval of code points, ``0 <= start < end``; both bounds
+``int`` (a ``bool`` or a ``float`` is refused with ``TypeError``)."""
 
 Run = dict[str, dict[str, float]]
 """Ranked retrieval results: query id -> {chunk id -> score}; higher scores rank first."""
@@ -40,7 +41,8 @@ class NonFiniteError(ValueError, OneLineError):
 
 
 def _check_span(start: int, end: int, where: str) -> None:
-    if not isinstance(start, int) or not isinstance(end, int):
+    # a bool is an int to Python, but never an offset
+    if not isinstance(start, int) or not isinstance(end, int) or isinstance(start, bool) or isinstance(end, bool):
         raise TypeError(f"{where}: span bounds must be int, got {start!r}, {end!r}")
     if start < 0 or end <= start:
         raise ValueError(f"{where}: span must satisfy 0 <= start < end, got [{start}, {end})")

@@ -13,7 +13,11 @@ Layout::
 * ``doc_id`` is **optional**. When given, excerpts are searched only in that document
   (an unknown doc_id is an error); when absent, in every document, and a passage found in
   two documents is ambiguous like one found twice in one document.
-* ``query_id`` is optional; the default is ``"<file stem>-<line>"`` (e.g. ``excerpts-7``).
+* ``query_id`` is optional; the default is ``"<file stem>-<line>"`` (e.g. ``excerpts-7``);
+  when given, a non-empty string or an integer.
+* any other field is refused naming the closest known one (``docid`` -> ``doc_id``: a
+  misspelt ``doc_id`` would otherwise widen the search to every document); free-form facts
+  go under ``metadata`` (see :data:`RECORD_FIELDS`).
 * Each excerpt is located with :func:`harness.datasets.locate.locate`: exact match first,
   then whitespace-normalised match mapped back to raw offsets. Exactly one match gives an
   :class:`Evidence` span whose ``text`` is the document slice (original whitespace);
@@ -39,11 +43,16 @@ from typing import Iterable, Sequence
 from harness.datasets.locate import Match, NormalisedText, locate
 from harness.datasets.native import iter_jsonl, read_corpus_folder
 from harness.datasets.report import QUERIES_WITHOUT_EVIDENCE, LoadReport
-from harness.datasets.validate import DatasetError, check_dataset
+from harness.datasets.validate import DatasetError, check_dataset, check_fields, string_field
 from harness.text.normalisation import normalisation_mismatch
 from harness.types import Dataset, Document, Evidence, Query
 
 log = logging.getLogger(__name__)
+
+#: Fields of an excerpts record: those a user writes, those ``harness generate`` adds
+#: (``passage``, ``span``, ``generator``; not read) and ``metadata`` for free-form facts
+#: (not read). Any other field is refused naming the closest of these (``docid`` -> ``doc_id``).
+RECORD_FIELDS = ("query_id", "query", "excerpts", "doc_id", "passage", "span", "generator", "metadata")
 
 #: How many problems a DatasetError lists before "... and N more".
 SHOW_PROBLEMS = 5
@@ -131,6 +140,7 @@ def locate_queries(
     queries: list[Query] = []
     for where, rec in records:
         lineno = int(where.rsplit(":", 1)[1])
+        check_fields(rec, RECORD_FIELDS, where)
         query = rec.get("query")
         if not isinstance(query, str) or not query.strip():
             raise DatasetError(f"{where}: field 'query' must be a non-empty string, got {query!r}")
@@ -149,7 +159,7 @@ def locate_queries(
             scope = [by_id[doc_id]]
         else:
             scope = list(documents)
-        qid = str(rec.get("query_id") or f"{default_prefix}-{lineno}")
+        qid = string_field(rec, "query_id", where, allow_int=True) if rec.get("query_id") is not None else f"{default_prefix}-{lineno}"
         evidence: list[Evidence] = []
         for i, excerpt in enumerate(excerpts):
             if not isinstance(excerpt, str) or not excerpt.strip():

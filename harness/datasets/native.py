@@ -11,7 +11,10 @@ A query whose ``evidence`` is ``[]`` (or ``null``) is excluded and counted
 (``queries_without_evidence``), not scored 0; a record without the field is an error.
 
 ``start``/``end`` are Python ``str`` indices (code points, end exclusive) into the file's
-text read with ``newline=""`` (no newline translation).
+text read with ``newline=""`` (no newline translation), and must be JSON integers: ``6.7``,
+``6.0``, ``true`` or ``"6"`` are refused, never coerced. A field the format does not define
+is refused naming the closest known one (``txt`` -> ``text``); free-form facts go under a
+``metadata`` object, which is not read. ``query_id`` is a non-empty string or an integer.
 """
 
 from __future__ import annotations
@@ -22,10 +25,15 @@ from pathlib import Path
 
 from harness.datasets import textio
 from harness.datasets.report import QUERIES_WITHOUT_EVIDENCE, LoadReport
-from harness.datasets.validate import DatasetError, check_dataset
+from harness.datasets.validate import DatasetError, check_dataset, check_fields, integer_field, string_field
 from harness.types import Dataset, Document, Evidence, Query
 
 log = logging.getLogger(__name__)
+
+#: Fields of a ``questions.jsonl`` record; free-form facts go under ``metadata`` (not read).
+QUERY_FIELDS = ("query_id", "query", "evidence", "metadata")
+#: Fields of one evidence item.
+EVIDENCE_FIELDS = ("doc_id", "start", "end", "text")
 
 DOC_TYPES = {
     ".md": "markdown",
@@ -107,21 +115,39 @@ def read_native(path: str | Path, name: str | None = None) -> Dataset:
     report = LoadReport(name)
     queries = []
     for where, rec in iter_jsonl(questions):
-        try:
-            spans = rec["evidence"]
-            if spans is None or spans == []:  # labelled with no evidence: excluded, counted
-                report.add(QUERIES_WITHOUT_EVIDENCE, f"{where}: query {rec['query_id']!r} has no evidence; excluded")
-                continue
-            if not isinstance(spans, list):
-                raise DatasetError(f"{where}: field 'evidence' must be a list of {{doc_id, start, end}}, got {type(spans).__name__}")
-            evidence = tuple(Evidence(doc_id=e["doc_id"], start=int(e["start"]), end=int(e["end"]), text=e.get("text", "")) for e in spans)
-            queries.append(Query(query_id=str(rec["query_id"]), text=rec["query"], evidence=evidence))
-        except KeyError as exc:
-            raise DatasetError(f"{where}: missing field {exc.args[0]!r} (need query_id, query, evidence[doc_id,start,end])") from exc
-        except (TypeError, ValueError) as exc:
-            if isinstance(exc, DatasetError):
-                raise
-            raise DatasetError(f"{where}: {exc}") from exc
+        check_fields(rec, QUERY_FIELDS, where)
+        for key in ("query_id", "query", "evidence"):
+            if key not in rec:
+                raise DatasetError(f"{where}: missing field {key!r} (need query_id, query, evidence[doc_id,start,end])")
+        qid = string_field(rec, "query_id", where, allow_int=True)
+        spans = rec["evidence"]
+        if spans is None or spans == []:  # labelled with no evidence: excluded, counted
+            report.add(QUERIES_WITHOUT_EVIDENCE, f"{where}: query {qid!r} has no evidence; excluded")
+            continue
+        if not isinstance(spans, list):
+            raise DatasetError(f"{where}: field 'evidence' must be a list of {{doc_id, start, end}}, got {type(spans).__name__}")
+        text = rec["query"]
+        if not isinstance(text, str):
+            string_field(rec, "query", where)  # raises, naming the type found
+        evidence = []
+        for i, e in enumerate(spans):
+            at = f"{where}: evidence[{i}]"
+            if not isinstance(e, dict):
+                raise DatasetError(f"{at} must be an object {{doc_id, start, end, text?}}, got {type(e).__name__}")
+            check_fields(e, EVIDENCE_FIELDS, at)
+            for key in ("doc_id", "start", "end"):
+                if key not in e:
+                    raise DatasetError(f"{at}: missing field {key!r} (need doc_id, start, end; text optional)")
+            doc_id = string_field(e, "doc_id", at)
+            start, end = integer_field(e, "start", at), integer_field(e, "end", at)
+            excerpt = e.get("text", "")
+            if not isinstance(excerpt, str):
+                string_field(e, "text", at)  # raises, naming the type found
+            try:
+                evidence.append(Evidence(doc_id=doc_id, start=start, end=end, text=excerpt))
+            except ValueError as exc:
+                raise DatasetError(f"{at}: {exc}") from exc
+        queries.append(Query(query_id=qid, text=text, evidence=tuple(evidence)))
     dataset = Dataset(name=name, documents=tuple(documents), queries=tuple(queries), source=str(root), load_report=report)
     check_dataset(dataset)
     return dataset
@@ -141,7 +167,8 @@ def load_native(path: str | Path, name: str | None = None) -> Dataset:
 
     Raises:
         DatasetError: missing folder/file, a file that is not UTF-8 (file and byte offset
-            named), malformed JSON line (file and line named), missing field, or an
+            named), malformed JSON line (file and line named), missing, unknown or mistyped
+            field (file, line and field named, with the closest known field), or an
             evidence span that is out of range or does not match its stored excerpt; no
             query left.
     """

@@ -39,7 +39,7 @@ from pathlib import Path
 
 from harness.datasets import textio
 from harness.datasets.report import QUERIES_WITHOUT_EVIDENCE, LoadReport
-from harness.datasets.validate import DatasetError, check_dataset
+from harness.datasets.validate import DatasetError, check_dataset, offset_unit_hint
 from harness.text.normalisation import normalisation_mismatch
 from harness.types import Dataset, Document, Evidence, Query
 
@@ -122,13 +122,15 @@ def read_squad(path: str | Path, name: str | None = None, answers: str = "first"
                     if not text:
                         raise DatasetError(f"{where_ans}.text: empty answer text (question {qid!r})")
                     end = start + len(text)
+                    unit = offset_unit_hint(context, start, None, text) if start >= 0 and context[start:end] != text else None
+                    meant = f"; answer_start looks {unit[0]}: the answer is at answer_start={unit[1]} in code points (Python str indices)" if unit else ""
                     if start < 0 or end > len(context):
                         raise DatasetError(
-                            f"{where_ans}: answer_start={start} + len(text)={len(text)} is outside the context of length {len(context)} (question {qid!r})"
+                            f"{where_ans}: answer_start={start} + len(text)={len(text)} is outside the context of length {len(context)} (question {qid!r}){meant}"
                         )
                     if context[start:end] != text:
                         form = normalisation_mismatch(text, context[start:end], context)
-                        why = f"; the answer text {form}: normalise contexts and answers to one form (NFC)" if form else ""
+                        why = f"; the answer text {form}: normalise contexts and answers to one form (NFC)" if form else meant
                         raise DatasetError(
                             f"{where_ans}: context[{start}:{end}] = {context[start:end][:60]!r} does not equal the answer text {text[:60]!r} (question {qid!r}){why}"
                         )

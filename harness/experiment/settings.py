@@ -56,6 +56,20 @@ def _reject_unknown(name: str, given, keys: tuple[str, ...]) -> None:
             raise ValueError(f"{name}.{key}: unknown setting{hint} (known: {', '.join(keys)})")
 
 
+def _once(setting: str, values: tuple, what: str) -> None:
+    """Refuse a list setting that holds a value twice: it would be logged as typed but run
+    once (and change the config hash of what is the same run).
+
+    Raises:
+        ValueError: ``"metrics.ks lists 5 twice: [5, 1, 5]; list each cut-off once (the order is free)"``.
+    """
+    seen: set = set()
+    for v in values:
+        if v in seen:
+            raise ValueError(f"{setting} lists {v!r} twice: {list(values)!r}; list each {what} once (the order is free)")
+        seen.add(v)
+
+
 def _is_int(value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
 
@@ -65,15 +79,15 @@ class MetricSettings:
     """What is scored and how: the ``metrics`` config group (``conf/metrics/default.yaml``).
 
     Attributes:
-        ks: rank cut-offs for every ``<family>@k`` metric, each an integer >= 1, in config
-            order (retrieval fetches at least ``max(ks)`` chunks per query).
+        ks: rank cut-offs for every ``<family>@k`` metric, each an integer >= 1, each listed
+            once, in config order (retrieval fetches at least ``max(ks)`` chunks per query).
         relevance: chunk relevance rule of the chunk-qrels metrics, one of
             :data:`harness.evaluation.metrics.ranking.RELEVANCE_RULES`.
         relevance_fraction: ``f`` of the ``overlap_fraction`` rule, in [0, 1]: a chunk is
             relevant when its overlap with an evidence span is at least
             ``f * min(|chunk|, |span|)`` characters.
         budgets: context-token budgets ``B`` of ``recall@<B>tok`` (tokens of
-            ``context_tokenizer``), each an integer >= 1; empty disables them.
+            ``context_tokenizer``), each an integer >= 1 listed once; empty disables them.
         budget_depth: ranked chunks fetched for the budget metrics, an integer >= 1, or
             None for ``min(1000, 2 * ceil(max(budgets) / median chunk tokens))``.
         level: ``"chunk"``, or ``"document"`` to add ``doc_recall@k`` and ``doc_ndcg@k``.
@@ -112,11 +126,13 @@ class MetricSettings:
         ks, budgets, depth, fraction = self.ks, self.budgets, self.budget_depth, self.relevance_fraction
         if not ks or any(not _is_int(k) or k < 1 for k in ks):
             raise ValueError(f"metrics.ks must be a non-empty list of integers >= 1, got {list(ks)!r}")
+        _once("metrics.ks", ks, "cut-off")
         if isinstance(fraction, bool) or not isinstance(fraction, (int, float)) or not 0.0 <= fraction <= 1.0:
             raise ValueError(f"metrics.relevance_fraction must be in [0, 1], got {fraction!r}")
         check_relevance(self.relevance, fraction)
         if any(not _is_int(b) or b < 1 for b in budgets):
             raise ValueError(f"metrics.budgets must be a list of integers >= 1, got {list(budgets)!r}")
+        _once("metrics.budgets", budgets, "budget")
         if depth is not None and (not _is_int(depth) or depth < 1):
             raise ValueError(f"metrics.budget_depth must be an integer >= 1 or null, got {depth!r}")
         if self.level not in ("chunk", "document"):
