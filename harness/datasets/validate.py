@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import difflib
+import re
 import warnings
 from typing import Any, Collection, Mapping
 
@@ -21,11 +22,14 @@ def _shown(value: Any) -> str:
 
 
 def check_fields(record: Mapping[str, Any], known: Collection[str], where: str) -> None:
-    """Refuse a field of ``record`` that its format does not define.
+    """Refuse a misspelt field of ``record``; warn once about any other field its format
+    does not define.
 
     A misspelt field is otherwise ignored, and whatever it meant silently takes its default
-    (a misspelt ``text`` switches the excerpt check off). Free-form facts belong under a
-    ``metadata`` field where a format allows one.
+    (a misspelt ``text`` switches the excerpt check off), so a field close to a known name
+    (``txt``, ``docid``, ``Start``, ``query_idd``) is refused. Any other extra field
+    (``source``, ``title``) is ignored with one warning per file and field name: it cannot
+    change a number. Free-form facts belong under a ``metadata`` field where a format allows one.
 
     Args:
         record: one decoded JSON object.
@@ -34,15 +38,29 @@ def check_fields(record: Mapping[str, Any], known: Collection[str], where: str) 
 
     Raises:
         DatasetError: ``"<where>: unknown field 'txt'; did you mean 'text'? (known: ...)"``
-            for the first unknown field (the hint only when a known name is close).
+            for the first field close to a known name (difflib ratio >= 0.6, or equal to one
+            up to case and ``-``/``_``).
     """
     for key in record:
         if key not in known:
             close = difflib.get_close_matches(str(key), sorted(known), n=1, cutoff=0.6)
             if not close:
                 close = [k for k in sorted(known) if k.casefold() == str(key).casefold().replace("-", "_")][:1]
-            hint = f"; did you mean {close[0]!r}?" if close else ""
-            raise DatasetError(f"{where}: unknown field {key!r}{hint} (known: {', '.join(sorted(known))})")
+            if close:
+                raise DatasetError(f"{where}: unknown field {key!r}; did you mean {close[0]!r}? (known: {', '.join(sorted(known))})")
+            place = _FILE_OF.sub("", where.split(": ")[0])
+            if (place, key) not in _EXTRA_FIELDS_WARNED:
+                _EXTRA_FIELDS_WARNED.add((place, key))
+                warnings.warn(
+                    f"{where}: field {key!r} is not part of the format and is ignored (known: {', '.join(sorted(known))}; "
+                    "free-form facts go under 'metadata'); warned once per file",
+                    stacklevel=2,
+                )
+
+
+#: ``(file, field)`` pairs already warned about by :func:`check_fields` in this process.
+_EXTRA_FIELDS_WARNED: set[tuple[str, str]] = set()
+_FILE_OF = re.compile(r":\d+$")
 
 
 def integer_field(record: Mapping[str, Any], key: str, where: str, unit: str = "code points") -> int:

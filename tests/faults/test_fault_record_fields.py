@@ -87,6 +87,15 @@ def test_a_misspelt_query_field_is_refused_and_metadata_is_the_place_for_free_fo
     assert (q.evidence[0].start, q.evidence[0].end, q.evidence[0].text) == (6, 10, "beta")
 
 
+def test_an_extra_field_far_from_every_known_name_is_ignored_with_one_warning(tmp_path):
+    records = [{**_evidence_record(text="beta"), "source": "wiki"}, {**_evidence_record(text="beta"), "query_id": "q2", "source": "faq"}]
+    root = _native(tmp_path / "ds", records)
+    with pytest.warns(UserWarning, match=r"questions\.jsonl:1: field 'source' is not part of the format and is ignored") as seen:
+        ds = read_native(root)
+    assert sum("'source'" in str(w.message) for w in seen) == 1  # once per file, not per record
+    assert [(e.start, e.end, e.text) for q in ds.queries for e in q.evidence] == [(6, 10, "beta"), (6, 10, "beta")]
+
+
 def test_a_query_text_that_is_not_a_string_is_one_line(tmp_path):
     """Before: ``AttributeError: 'int' object has no attribute 'strip'`` from check_dataset."""
     root = _native(tmp_path / "ds", [{**_evidence_record(), "query": 123}])
