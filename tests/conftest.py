@@ -43,6 +43,12 @@ os.environ["MLFLOW_TRACKING_URI"] = f"sqlite:///{SESSION_ROOT / 'mlruns' / 'mlfl
 atexit.register(shutil.rmtree, SESSION_ROOT, ignore_errors=True)
 
 import pytest  # noqa: E402
+from hypothesis import settings as _hypothesis_settings  # noqa: E402
+
+# Property tests draw new inputs on every run on a developer's machine (to keep finding
+# cases); CI (HYPOTHESIS_PROFILE=ci in .ci/run) draws a fixed sequence, so a green main stays green.
+_hypothesis_settings.register_profile("ci", derandomize=True, print_blob=True)
+_hypothesis_settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "default"))
 
 #: Project folders the suite must leave as they were (created, changed or removed = failure).
 GUARDED = ("mlruns", ".cache", "outputs", "multirun")

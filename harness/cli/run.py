@@ -102,13 +102,12 @@ def run_command(argv: Sequence[str]) -> int:
         if line is not None:
             print(f"harness run: {line}", file=sys.stderr)
             return EXIT_CONFIG
-    else:  # a single run: a key given twice would silently keep its last value
+    else:  # a single run: Hydra keeps the last of a key given twice; say so (scripts append overrides to a base list)
         from harness.experiment.errors import repeated_override_error
 
         line = repeated_override_error(argv)
         if line is not None:
-            print(f"harness run: {line}", file=sys.stderr)
-            return EXIT_CONFIG
+            print(f"harness run: warning: {line}", file=sys.stderr)
     full = os.environ.get("HYDRA_FULL_ERROR")
     global _USER_FULL_ERROR
     _USER_FULL_ERROR = full == "1"

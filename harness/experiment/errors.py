@@ -73,9 +73,10 @@ def repeated_override_error(argv: Iterable[str]) -> str | None:
     """One line for the first setting given twice among the overrides of a single run's
     ``argv`` (``chunker.chunk_size=128 chunker.chunk_size=512``), else None.
 
-    Hydra applies overrides in order, so the first value would silently not take effect. A
-    sweep (``-m``) is checked by :func:`harness.tracking.callbacks.plan_sweep`, which also
-    refuses this; an argument Hydra's grammar cannot read, options (``-cn``, ``--cfg``) and
+    Hydra applies overrides in order, so the first value does not take effect: ``harness
+    run`` prints this line as a warning (scripts append overrides to a base list, so it is
+    not refused). A sweep (``-m``) is checked by :func:`harness.tracking.callbacks.plan_sweep`,
+    which refuses it, since there the first value's jobs would silently not run; an argument Hydra's grammar cannot read, options (``-cn``, ``--cfg``) and
     deletions (``~key``) are left to Hydra. Keys are compared as Hydra parses them (with
     their ``@package``), so ``+a=1 a=2`` is a repetition too.
     """
@@ -95,10 +96,7 @@ def repeated_override_error(argv: Iterable[str]) -> str | None:
         key = (override.key_or_group, override.package)
         if key in first:
             name = override.get_key_element().lstrip("+")
-            return (
-                f"{name}: given twice ({first[key]} and {arg}); only the last one would take effect: give the key once"
-                f" (or sweep both values with -m {name}=<a>,<b>)"
-            )
+            return f"{name}: given twice ({first[key]} and {arg}); the last one takes effect (to compare both, sweep them: -m {name}=<a>,<b>)"
         first[key] = arg
     return None
 

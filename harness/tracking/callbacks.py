@@ -226,6 +226,9 @@ def plan_sweep(task: Sequence[str], params: Mapping[str, Any] | None = None, swe
         repeated = _repeated_value(override)
         if repeated is not None:
             raise SweepPlanError(f"{override.input_line}: {repeated} is listed twice (two identical jobs); list each value once")
+        changed = _value_changed_on_the_way(override, values, parser)
+        if changed is not None:
+            raise SweepPlanError(changed)
         axes[key] = (override, values)
     swept = tuple((k, tuple(v)) for k, (o, v) in axes.items() if o.is_sweep_override() and v is not None)
     lines = tuple(o.input_line for o, _ in axes.values() if o.is_sweep_override())
@@ -252,6 +255,54 @@ def _repeated_value(override) -> str | None:
             return str(value)
         seen.add(key)
     return None
+
+
+def _value_changed_on_the_way(override, values: list[str], parser) -> str | None:
+    """One line when a swept value would reach its job as another value, else None.
+
+    Hydra's basic sweeper hands each job its value as text (``key=<text>``) that the job
+    parses again; for some values that text reads back differently: ``choice('0')`` loses its
+    quotes (the job gets the int 0, not the string '0'), ``choice('^')`` gives text the
+    grammar cannot read. Each value is parsed back here exactly as the job will parse it and
+    compared with the value typed (type and content).
+    """
+    from hydra.core.override_parser.types import QuotedString, Transformer
+
+    def plain(value):
+        if isinstance(value, QuotedString):
+            return value.text
+        if isinstance(value, list):
+            return [plain(v) for v in value]
+        if isinstance(value, dict):
+            return {plain(k): plain(v) for k, v in value.items()}
+        return value
+
+    def same(a, b) -> bool:
+        if isinstance(a, float) and isinstance(b, float) and math.isnan(a) and math.isnan(b):
+            return True
+        return type(a) is type(b) and a == b
+
+    key = override.get_key_element()
+    try:
+        typed = [plain(v) for v in override.sweep_iterator(transformer=Transformer.identity)]
+    except Exception:  # noqa: BLE001 - not enumerable without the config loader: nothing to compare here
+        return None
+    for value, text in zip(typed, values):
+        try:
+            back = plain(parser.parse_overrides([f"{key}={text}"])[0].value())
+        except Exception:  # noqa: BLE001 - the job's own override would not parse
+            back = _UNREADABLE
+        if back is _UNREADABLE or not same(value, back):
+            got = "text Hydra's grammar cannot read" if back is _UNREADABLE else f"{back!r} ({type(back).__name__})"
+            return (
+                f"{override.input_line}: Hydra's basic sweeper would hand its job {key}={text}, which reads back as {got} "
+                f"instead of the value typed, {value!r} ({type(value).__name__}); write the sweep as a plain quoted list "
+                f"(e.g. {key}='{value}',...) or run that value as a single run"
+            )
+    return None
+
+
+_UNREADABLE = object()
 
 
 def _merged(a, b) -> str:

@@ -58,7 +58,10 @@ def bad_store(tmp_path_factory):
 )
 def test_a_config_error_is_one_line_exit_2_and_no_run(bad_store, overrides, expected):
     tmp, uri = bad_store
-    proc = _run(tmp, uri, *FAST, *[o.format(tmp=tmp) for o in overrides])
+    extra = [o.format(tmp=tmp) for o in overrides]
+    keys = {o.split("=", 1)[0].lstrip("+") for o in extra}
+    base = [o for o in FAST if o.split("=", 1)[0] not in keys]  # each key once: a repeated key adds a warning line
+    proc = _run(tmp, uri, *base, *extra)
     assert proc.returncode == 2, proc.stdout[-2000:] + proc.stderr[-3000:]
     lines = [ln for ln in proc.stderr.splitlines() if ln.strip()]
     assert len(lines) == 1, proc.stderr
