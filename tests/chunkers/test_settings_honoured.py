@@ -64,8 +64,8 @@ def overrides(name: str, unit: str, size: int, overlap: int, hard: bool = False)
         return out + [f"{r}prose.chunk_size={size}", f"{r}document.text_chunker.chunk_size={size}"]
     if name in ("langchain", "chonkie"):  # characters of the library's own length function
         return [f"{c}kwargs.chunk_size={size}"] + ([f"{c}kwargs.chunk_overlap={overlap}"] if name == "langchain" else [])
-    if name == "semantic":
-        return [f"{c}max_chunk_size={size}"]
+    if name == "semantic":  # a minimum size too: small groups merged unless the merge breaks the maximum
+        return [f"{c}max_chunk_size={size}", f"{c}min_chunk_size={size // 2}"]
     if name == "cluster_semantic":
         return [f"{c}max_chunk_size={size}", f"{c}piece_size={max(4, size // 3)}"]
     if name == "topic":
