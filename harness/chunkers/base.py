@@ -109,6 +109,15 @@ class Chunker(ABC):
         """
         return None
 
+    def check_settings(self, doc: Document, chunks: list[Chunk]) -> None:
+        """Check the strategy's own settings on the chunks of ``doc`` (``rows_per_chunk`` of
+        ``table``, ``window_minutes`` / ``gap_minutes`` of ``timestamp``); called by
+        :func:`check_chunks`. Default: nothing beyond the shared promises.
+
+        Raises:
+            ChunkContractError: one line naming the setting, the chunk and what was expected.
+        """
+
     def overlap_exempt(self, text: str, pos: int) -> bool:
         """True when a chunk may end at ``pos`` of ``text`` inside a word without carrying
         overlap into the next chunk (a boundary of the strategy's own, e.g. a separator of
@@ -198,6 +207,23 @@ def check_count_below(name: str, value: int, bound: int, bound_name: str) -> Non
     """Raise ``ValueError`` unless ``0 <= value < bound`` (an integer); the message names both parameters."""
     if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value < bound:
         raise ValueError(f"chunker.{name} must be an integer in [0, {bound_name}) = [0, {bound}), got {value!r}")
+
+
+def check_read(name: str, value, default, read: bool, reader: str) -> None:
+    """Refuse a setting changed from its shipped ``default`` where the configuration never
+    reads it (a sweep over it would compare identical chunkings).
+
+    Args:
+        name: the parameter, named as ``chunker.<name>``.
+        value, default: its value and the value the shipped YAML gives it.
+        read: whether the rest of the configuration reads it.
+        reader: what reads it, for the message (e.g. ``"with chunker.mode=window"``).
+
+    Raises:
+        ValueError: ``chunker.<name>=<value> is read only <reader>: leave it at <default>``.
+    """
+    if not read and value != default:
+        raise ValueError(f"chunker.{name}={value!r} is read only {reader}: leave it at {default!r}")
 
 
 def check_size(name: str, value: int, minimum: int = 1) -> None:
@@ -574,7 +600,8 @@ def check_chunks(chunker: Chunker, doc: Document, chunks: list[Chunk]) -> None:
     text, counted with the limit's own counter, and ``metadata["size"]``/``["unit"]``
     recording it; one span per chunk and non-decreasing starts when ``contiguous``;
     every non-whitespace character in some chunk when ``partitions``; the minimum size
-    (:meth:`Chunker.min_size_limit`); the overlap promise (:func:`check_overlap_promise`,
+    (:meth:`Chunker.min_size_limit`); the strategy's own settings
+    (:meth:`Chunker.check_settings`); the overlap promise (:func:`check_overlap_promise`,
     tokens counted).
 
     Raises:
@@ -627,6 +654,7 @@ def check_chunks(chunker: Chunker, doc: Document, chunks: list[Chunk]) -> None:
                 raise ChunkContractError(
                     f"{name}: character {i} ({ch!r}) of {doc.doc_id} is in no chunk; the strategy promises to cover every non-whitespace character"
                 )
+    chunker.check_settings(doc, chunks)
     low = chunker.min_size_limit()
     if low and counter is not None and chunker.contiguous:
         _check_min_size(chunker, doc, chunks, counter, low)

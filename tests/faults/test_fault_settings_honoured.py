@@ -17,9 +17,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from harness.chunkers.base import ChunkContractError, check_chunks
+from harness.chunkers.cluster_semantic import ClusterSemanticChunker
 from harness.chunkers.fixed import FixedChunker
 from harness.chunkers.hierarchical import HierarchicalChunker
 from harness.chunkers.recursive import RecursiveChunker
+from harness.chunkers.table import TableChunker
+from harness.chunkers.timestamp import TimestampChunker
 from harness.text.packing import pack_units
 from harness.text.units import get_counter
 from harness.types import Chunk, Document
@@ -217,3 +220,61 @@ def test_semantic_setting_its_mode_never_reads_is_refused(kwargs, message):
 
     with pytest.raises(ValueError, match=message):
         SemanticChunker(**kwargs)
+
+
+@pytest.mark.parametrize(
+    "build, message",
+    [
+        (lambda: TimestampChunker(mode="session", window_minutes=10.0), r"chunker.window_minutes=10.0 is read only with chunker.mode=window: leave it at 30.0"),
+        (lambda: TimestampChunker(mode="window", gap_minutes=5), r"chunker.gap_minutes=5 is read only with chunker.mode=session"),
+        (lambda: ClusterSemanticChunker(pieces="sentences", piece_size=20), r"chunker.piece_size=20 is read only with chunker.pieces=recursive"),
+    ],
+)
+def test_a_setting_the_configuration_never_reads_is_refused(build, message):
+    with pytest.raises(ValueError, match=message):
+        build()
+
+
+CHAT = "[09:00] ana: hi\n[09:10] bo: hello\n[11:00] ana: back\n[11:05] bo: ok"  # messages at 0, 16, 34, 52
+
+
+def test_timestamp_groups_are_checked_against_the_time_settings():
+    """window_minutes=30: 09:00 and 11:00 in one group breaks the window; 09:00 and 09:10 in
+    two groups breaks it too (09:10 lies in the first window). Chunkings made by hand."""
+    chunker = TimestampChunker(mode="window", max_chunk_size=200, unit="chars")
+    doc = Document("chat", CHAT)
+
+    def chunks(spans_groups):
+        return [Chunk.from_spans(doc, [sp], metadata={"group": g, "size": sp[1] - sp[0], "unit": "chars"}) for sp, g in spans_groups]
+
+    check_chunks(chunker, doc, chunks([((0, 33), 0), ((34, len(CHAT)), 1)]))  # the right grouping
+    with pytest.raises(ChunkContractError, match=r"chunker.window_minutes=30.0: group 0 of chat holds a message at"):
+        check_chunks(chunker, doc, chunks([((0, 51), 0), ((52, len(CHAT)), 1)]))
+    with pytest.raises(ChunkContractError, match=r"group 1 of chat starts a new group although"):
+        check_chunks(chunker, doc, chunks([((0, 15), 0), ((16, 33), 1), ((34, len(CHAT)), 2)]))
+
+
+def test_table_rows_per_chunk_is_checked():
+    text = "| a | b |\n|---|---|\n| 1 | 2 |\n| 3 | 4 |\n| 5 | 6 |"
+    chunker = TableChunker(rows_per_chunk=2, max_chunk_size=200, unit="chars")
+    doc = Document("t.md", text)
+    whole = Chunk.from_spans(doc, [(0, len(text))], metadata={"kind": "table", "rows": [1, 3], "size": len(text), "unit": "chars"})
+    with pytest.raises(ChunkContractError, match=r"chunker.rows_per_chunk=2: chunk .* holds rows \[1, 3\] = 3 data rows"):
+        check_chunks(chunker, doc, [whole])
+    chunks = chunker.chunk_all([doc])
+    assert [c.metadata["rows"] for c in chunks] == [[1, 2], [3, 3]]  # by hand: 3 rows, 2 per chunk
+    check_chunks(chunker, doc, chunks)
+
+
+@pytest.mark.parametrize(
+    "text", ["x \u0301", "e\u0301\U0001f44d\U0001f3fd\U0001f680e\u0301", "\u0301ab cd ef gh ij kl mn op", "ab\u0301 cd ef gh ij kl mn op qr st uv"]
+)
+def test_token_windows_keep_characters_the_tokenizer_drops(text):
+    """A combining mark the model tokenizer's normaliser removes belongs to no token; a token
+    window must still hold it (before: a trailing or window-edge U+0301 was in no chunk)."""
+    chunker = FixedChunker(chunk_size=4, chunk_overlap=0, unit="tokens")
+    doc = Document("d", text)
+    chunks = chunker.chunk_all([doc])
+    covered = {i for c in chunks for s, e in c.spans for i in range(s, e)}
+    assert [i for i, ch in enumerate(text) if not ch.isspace() and i not in covered] == []
+    check_chunks(chunker, doc, chunks)
