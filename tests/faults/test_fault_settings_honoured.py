@@ -20,6 +20,7 @@ from harness.chunkers.base import ChunkContractError, check_chunks
 from harness.chunkers.cluster_semantic import ClusterSemanticChunker
 from harness.chunkers.fixed import FixedChunker
 from harness.chunkers.hierarchical import HierarchicalChunker
+from harness.chunkers.modality import ModalityChunker
 from harness.chunkers.recursive import RecursiveChunker
 from harness.chunkers.table import TableChunker
 from harness.chunkers.timestamp import TimestampChunker
@@ -228,6 +229,9 @@ def test_semantic_setting_its_mode_never_reads_is_refused(kwargs, message):
         (lambda: TimestampChunker(mode="session", window_minutes=10.0), r"chunker.window_minutes=10.0 is read only with chunker.mode=window: leave it at 30.0"),
         (lambda: TimestampChunker(mode="window", gap_minutes=5), r"chunker.gap_minutes=5 is read only with chunker.mode=session"),
         (lambda: ClusterSemanticChunker(pieces="sentences", piece_size=20), r"chunker.piece_size=20 is read only with chunker.pieces=recursive"),
+        (lambda: HierarchicalChunker(return_unit="parent", window_chars=100), r"chunker.window_chars=100 is read only with chunker.return_unit=window"),
+        (lambda: HierarchicalChunker(mode="headings", markers=["^---$"]), r"chunker.markers=\['\^---\$'\] is read only with chunker.mode=markers"),
+        (lambda: ModalityChunker(tables=False, oversize_tables="keep"), r"chunker.oversize_tables='keep' is read only with chunker.tables=true"),
     ],
 )
 def test_a_setting_the_configuration_never_reads_is_refused(build, message):
