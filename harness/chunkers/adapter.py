@@ -13,7 +13,7 @@ import logging
 from collections import Counter
 from typing import Iterable
 
-from harness.chunkers.base import Chunker
+from harness.chunkers.base import Chunker, dropped_overlaps
 from harness.text.align import AMBIGUOUS, MAX_CANDIDATES, PLACED, UNALIGNED, Alignment, placed  # noqa: F401
 from harness.types import Chunk, Document, Span
 
@@ -22,7 +22,8 @@ log = logging.getLogger(__name__)
 
 #: Counter names the adapters' ``stats()`` report (chunks of the library output that are not
 #: whitespace-only; placed from tracked/verified offsets; placed by alignment; refused as
-#: ambiguous; refused as unaligned; documents that needed alignment).
+#: ambiguous; refused as unaligned; documents that needed alignment; consecutive chunks that
+#: share nothing at a cut inside a word although the library's overlap setting is > 0).
 ADAPTER_COUNTERS = (
     "adapter.chunks",
     "adapter.tracked",
@@ -30,6 +31,7 @@ ADAPTER_COUNTERS = (
     "adapter.ambiguous",
     "adapter.unaligned",
     "adapter.fallback_docs",
+    "adapter.overlap_dropped",
 )
 
 
@@ -44,6 +46,7 @@ def adapter_chunks(
     limit: tuple[str, str, int] | None,
     unaligned: list[tuple[str, int]],
     ambiguous: list[tuple[str, int]] | None = None,
+    overlap: int = 0,
 ) -> list[Chunk]:
     """Turn placed spans of a wrapped splitter's output into chunks (shared by the adapters).
 
@@ -59,10 +62,13 @@ def adapter_chunks(
             ``unaligned`` or ``ambiguous`` and drop the piece). Whitespace-only pieces
             are always dropped.
         on_oversize: with a ``limit``: ``"error"`` raises, ``"split"`` cuts an oversized
-            span into word-aligned windows of the limit, ``"ignore"`` keeps it.
+            span into word-aligned windows of the limit sharing ``overlap`` units (so a cut
+            keeps the library's overlap setting), ``"ignore"`` keeps it.
         limit: ``(unit, tokenizer, size)`` the wrapped library promises, or None.
         unaligned, ambiguous: lists that collect skipped pieces (ambiguous ones go to
             ``unaligned`` when ``ambiguous`` is None).
+        overlap: the library's overlap setting in the limit's unit, ``>= 0`` (clipped to
+            ``limit - 1``).
 
     Returns:
         Chunks sorted by span (start, end), duplicate spans dropped; metadata ``splitter``
@@ -110,7 +116,7 @@ def adapter_chunks(
                     raise ValueError(
                         f"{library}: chunk {i} of document {doc.doc_id!r} has {n} {limit[0]} > chunk_size {limit[2]}; set chunker.on_oversize=split to cut it"
                     )
-                windows = window_atoms(doc.text, span[0], span[1], counter, limit[2], 0)
+                windows = window_atoms(doc.text, span[0], span[1], counter, limit[2], max(0, min(overlap, limit[2] - 1)))
         for w in windows:
             if w not in seen:
                 seen.add(w)
@@ -146,7 +152,7 @@ class LibraryAdapter(Chunker):
         self.counters["adapter.tracked" if tracked else "adapter.searched"] += status[PLACED]
         self.counters["adapter.ambiguous"] += status[AMBIGUOUS]
         self.counters["adapter.unaligned"] += status[UNALIGNED]
-        return adapter_chunks(
+        chunks = adapter_chunks(
             doc,
             pieces,
             alignment,
@@ -156,13 +162,38 @@ class LibraryAdapter(Chunker):
             limit=self.size_limit(),
             unaligned=self.unaligned,
             ambiguous=self.ambiguous,
+            overlap=self.library_overlap(),
         )
+        if self.library_overlap() > 0:
+            self.counters["adapter.overlap_dropped"] += len(dropped_overlaps(doc.text, chunks))
+        return chunks
+
+    def library_overlap(self) -> int:
+        """The wrapped library's overlap setting in :meth:`size_limit`'s unit (0: none or unknown).
+
+        The adapters promise no overlap of their own (:meth:`overlap_limit` is None): the library's
+        output is taken as it is, and a cut the adapter makes (``on_oversize="split"``) keeps this
+        overlap. Where the library's own chunks share nothing at a cut inside a word although this
+        is > 0, the pair is counted (``adapter.overlap_dropped``) and :meth:`chunk_all` warns.
+        """
+        return 0
 
     def chunk_all(self, docs: Iterable[Document], progress: bool = False) -> list[Chunk]:
         """Chunk every document; warns (logging) with the counts when chunks were dropped
-        (``on_unaligned="skip"``)."""
+        (``on_unaligned="skip"``) and when the library dropped its overlap at cuts inside a
+        word (``adapter.overlap_dropped``, see :meth:`library_overlap`)."""
         before = len(self.ambiguous), len(self.unaligned)
+        dropped = self.counters["adapter.overlap_dropped"]
         chunks = super().chunk_all(docs, progress=progress)
+        dropped = self.counters["adapter.overlap_dropped"] - dropped
+        if dropped:
+            log.warning(
+                "%s: %d pairs of consecutive chunks share no text at a cut inside a word although the overlap setting is %d "
+                "(the library drops it there); counted as chunker stats adapter.overlap_dropped",
+                self.library,
+                dropped,
+                self.library_overlap(),
+            )
         amb, una = len(self.ambiguous) - before[0], len(self.unaligned) - before[1]
         if amb or una:
             log.warning(

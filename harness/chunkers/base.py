@@ -72,10 +72,51 @@ class Chunker(ABC):
           by a chunk that starts before that end, i.e. the overlap is never dropped at a
           hard cut.
 
-        None (the default): no promise in units (e.g. ``overlap_sentences`` counts
-        sentences, a bound :func:`harness.text.packing.pack_units` keeps).
+        When :meth:`overlap_atoms` gives atoms (``sentence``, ``paragraph``), ``O`` counts
+        those atoms instead (rules there); the overlap unit then differs from the size unit.
+
+        None (the default): no promise.
         """
         return None
+
+    def overlap_atoms(self, text: str) -> list[Span] | None:
+        """The units :meth:`overlap_limit` counts when they are not the size unit, or None.
+
+        ``sentence`` (``overlap_sentences``) and ``paragraph`` (``overlap_paragraphs``) count
+        their overlap in whole sentences / paragraphs of ``text``: sorted, disjoint, trimmed
+        spans (:attr:`overlap_unit` names them). With a limit ``O > 0`` and these atoms
+        :func:`check_overlap_promise` checks, for consecutive chunks ``a``, ``b``: the shared
+        text is whole atoms (``b`` starts at an atom), at most ``O`` of them, and the overlap
+        is never dropped while it fits: when ``a`` starts at atom ``i`` and ends at atom
+        ``j - 1`` and ``b`` starts at atom ``k > max(i + 1, j - O)``, then atoms ``k - 1 ..
+        j`` together exceed the size limit (the rule of :func:`harness.text.packing.pack_units`).
+        Default None: overlap is counted in :meth:`size_limit`'s unit.
+        """
+        return None
+
+    #: Name of the units of :meth:`overlap_atoms` in messages (``sentences``, ``paragraphs``).
+    overlap_unit: str = ""
+
+    def min_size_limit(self) -> int | None:
+        """Smallest chunk size promised, in :meth:`size_limit`'s unit, or None (no promise).
+
+        ``semantic`` with ``min_chunk_size > 0``. A chunk of a contiguous strategy measuring
+        less (its embedded text, as :meth:`size_limit`) is allowed only where it cannot be
+        merged: the text from its start to the next chunk's end exceeds the size limit, or,
+        for a document's last chunk, the text from the previous chunk's start to its end
+        does (a document's only chunk may be smaller). Chunks cut by :func:`enforce_limit`
+        (``metadata["hard_cut"]``) are exempt. Checked by :func:`check_chunks`.
+        """
+        return None
+
+    def check_settings(self, doc: Document, chunks: list[Chunk]) -> None:
+        """Check the strategy's own settings on the chunks of ``doc`` (``rows_per_chunk`` of
+        ``table``, ``window_minutes`` / ``gap_minutes`` of ``timestamp``); called by
+        :func:`check_chunks`. Default: nothing beyond the shared promises.
+
+        Raises:
+            ChunkContractError: one line naming the setting, the chunk and what was expected.
+        """
 
     def overlap_exempt(self, text: str, pos: int) -> bool:
         """True when a chunk may end at ``pos`` of ``text`` inside a word without carrying
@@ -166,6 +207,23 @@ def check_count_below(name: str, value: int, bound: int, bound_name: str) -> Non
     """Raise ``ValueError`` unless ``0 <= value < bound`` (an integer); the message names both parameters."""
     if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value < bound:
         raise ValueError(f"chunker.{name} must be an integer in [0, {bound_name}) = [0, {bound}), got {value!r}")
+
+
+def check_read(name: str, value, default, read: bool, reader: str) -> None:
+    """Refuse a setting changed from its shipped ``default`` where the configuration never
+    reads it (a sweep over it would compare identical chunkings).
+
+    Args:
+        name: the parameter, named as ``chunker.<name>``.
+        value, default: its value and the value the shipped YAML gives it.
+        read: whether the rest of the configuration reads it.
+        reader: what reads it, for the message (e.g. ``"with chunker.mode=window"``).
+
+    Raises:
+        ValueError: ``chunker.<name>=<value> is read only <reader>: leave it at <default>``.
+    """
+    if not read and value != default:
+        raise ValueError(f"chunker.{name}={value!r} is read only {reader}: leave it at {default!r}")
 
 
 def check_size(name: str, value: int, minimum: int = 1) -> None:
@@ -378,7 +436,12 @@ class ChunkContractError(ValueError):
 
 def _setting(chunker: Chunker, kind: str) -> str:
     """``chunker=<name>`` with the setting behind a promise, for one-line messages."""
-    for attr in ("chunk_overlap", "child_overlap") if kind == "overlap" else ("chunk_size", "max_chunk_size", "child_size"):
+    names = {
+        "overlap": ("chunk_overlap", "child_overlap", "overlap_sentences", "overlap_paragraphs"),
+        "size": ("chunk_size", "max_chunk_size", "child_size"),
+        "min": ("min_chunk_size",),
+    }
+    for attr in names[kind]:
         if hasattr(chunker, attr):
             return f"chunker={chunker.name} chunker.{attr}={getattr(chunker, attr)}"
     return f"chunker={chunker.name}"
@@ -419,6 +482,10 @@ def check_overlap_promise(chunker: Chunker, doc: Document, chunks: list[Chunk], 
                 raise ChunkContractError(f"{_setting(chunker, 'overlap')}: chunks {a.chunk_id} and {b.chunk_id} share characters; expected no overlap")
         return
     unit = (chunker.size_limit() or ("chars", "model", 0))[:2]
+    if chunker.overlap_unit:
+        if unit[0] != "tokens" or measure_tokens:
+            _check_atom_overlap(chunker, doc, chunks, limit)
+        return
     atoms = None  # (starts, ends) of the document's atoms, built on first need
 
     def shared(s: int, e: int) -> int | None:
@@ -444,11 +511,83 @@ def check_overlap_promise(chunker: Chunker, doc: Document, chunks: list[Chunk], 
             if n is not None and n > limit:
                 raise ChunkContractError(f"{_setting(chunker, 'overlap')}: chunks {a.chunk_id} and {b.chunk_id} share {n} {unit[0]}; expected at most {limit}")
             continue
-        end = a.end
-        if 0 < end < len(text) and not text[end - 1].isspace() and not text[end].isspace() and not chunker.overlap_exempt(text, end):
+        if ends_in_word(text, a.end) and not chunker.overlap_exempt(text, a.end):
             raise ChunkContractError(
                 f"{_setting(chunker, 'overlap')}: chunk {a.chunk_id} ends inside a word and the next chunk {b.chunk_id} repeats none of it; "
                 f"expected up to {limit} {unit[0]} of overlap"
+            )
+
+
+def ends_in_word(text: str, end: int) -> bool:
+    """True when a chunk ending at ``end`` cuts inside a word (non-whitespace on both sides)."""
+    return 0 < end < len(text) and not text[end - 1].isspace() and not text[end].isspace()
+
+
+def dropped_overlaps(text: str, chunks: list[Chunk], exempt=None) -> list[tuple[Chunk, Chunk]]:
+    """Consecutive chunks (same document and parent) where the first ends inside a word
+    (:func:`ends_in_word`, not at a position ``exempt(text, pos)`` allows) and the second
+    repeats none of it: where an overlap setting ``> 0`` was dropped at a hard cut."""
+    return [(a, b) for a, b in _consecutive(chunks) if b.start >= a.end and ends_in_word(text, a.end) and not (exempt and exempt(text, a.end))]
+
+
+def _check_atom_overlap(chunker: Chunker, doc: Document, chunks: list[Chunk], limit: int) -> None:
+    """The overlap promise counted in :meth:`Chunker.overlap_atoms` (rules there)."""
+    import bisect
+
+    from harness.text.packing import fits
+    from harness.text.units import get_counter
+
+    text = doc.text
+    atoms = chunker.overlap_atoms(text) or []
+    what = chunker.overlap_unit
+    size = chunker.size_limit()
+    counter = get_counter(size[0], size[1]) if size else None
+    starts = [s for s, _ in atoms]
+    at_start = {s: i for i, (s, _) in enumerate(atoms)}
+    at_end = {e: i for i, (_, e) in enumerate(atoms)}
+    for a, b in _consecutive(chunks):
+        j = bisect.bisect_left(starts, a.end)  # first atom after a
+        if b.start < a.end:
+            k = at_start.get(b.start)
+            if k is None:
+                raise ChunkContractError(
+                    f"{_setting(chunker, 'overlap')}: chunk {b.chunk_id} starts inside one of the {what} of chunk {a.chunk_id}; expected whole {what} of overlap"
+                )
+            if j - k > limit:
+                raise ChunkContractError(f"{_setting(chunker, 'overlap')}: chunks {a.chunk_id} and {b.chunk_id} share {j - k} {what}; expected at most {limit}")
+        else:
+            k = at_start.get(b.start, j)
+        i = at_start.get(a.start)
+        if i is None or at_end.get(a.end) != j - 1 or j >= len(atoms) or counter is None or k > j:
+            continue
+        if k > max(i + 1, j - limit) and fits(text, atoms[k - 1][0], atoms[j][1], counter, size[2]):
+            raise ChunkContractError(
+                f"{_setting(chunker, 'overlap')}: chunk {b.chunk_id} repeats {max(0, j - k)} {what} of chunk {a.chunk_id} "
+                f"although {j - k + 1} fit with the next one; expected min({limit}, what fits)"
+            )
+
+
+def _check_min_size(chunker: Chunker, doc: Document, chunks: list[Chunk], counter, low: int) -> None:
+    """The minimum size promise of :meth:`Chunker.min_size_limit` (rules there)."""
+    text = doc.text
+    size = chunker.size_limit()[2]
+    for idx, c in enumerate(chunks):
+        n = measure(counter, c.text)
+        if n >= low or c.metadata.get("hard_cut"):
+            continue
+        if idx + 1 < len(chunks):
+            other = chunks[idx + 1]
+            merged = text[c.start : other.end]
+        elif idx > 0:
+            other = chunks[idx - 1]
+            merged = text[other.start : c.end]
+        else:
+            continue
+        m = measure(counter, merged)
+        if m <= size:
+            raise ChunkContractError(
+                f"{_setting(chunker, 'min')}: chunk {c.chunk_id} measures {n} {counter.unit} < {low} although merged with its neighbour "
+                f"{other.chunk_id} it would measure {m} <= {size}; expected at least {low} {counter.unit}"
             )
 
 
@@ -460,8 +599,10 @@ def check_chunks(chunker: Chunker, doc: Document, chunks: list[Chunk]) -> None:
     (children of different parents excepted); :meth:`Chunker.size_limit` on the embedded
     text, counted with the limit's own counter, and ``metadata["size"]``/``["unit"]``
     recording it; one span per chunk and non-decreasing starts when ``contiguous``;
-    every non-whitespace character in some chunk when ``partitions``; the overlap promise
-    (:func:`check_overlap_promise`, tokens counted).
+    every non-whitespace character in some chunk when ``partitions``; the minimum size
+    (:meth:`Chunker.min_size_limit`); the strategy's own settings
+    (:meth:`Chunker.check_settings`); the overlap promise (:func:`check_overlap_promise`,
+    tokens counted).
 
     Raises:
         ChunkContractError: the first broken promise, in one line naming the chunker, the
@@ -513,4 +654,8 @@ def check_chunks(chunker: Chunker, doc: Document, chunks: list[Chunk]) -> None:
                 raise ChunkContractError(
                     f"{name}: character {i} ({ch!r}) of {doc.doc_id} is in no chunk; the strategy promises to cover every non-whitespace character"
                 )
+    chunker.check_settings(doc, chunks)
+    low = chunker.min_size_limit()
+    if low and counter is not None and chunker.contiguous:
+        _check_min_size(chunker, doc, chunks, counter, low)
     check_overlap_promise(chunker, doc, chunks)

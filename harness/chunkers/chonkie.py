@@ -152,6 +152,14 @@ class ChonkieChunker(LibraryAdapter):
         unit, tok = _UNIT[self.tokenizer]
         return (unit, tok, size)
 
+    def library_overlap(self) -> int:
+        """The chonkie chunker's ``chunk_overlap`` (in the tokenizer's unit, as ``chunk_size``) when it
+        has an integer one after construction (a fraction is resolved by chonkie), else 0."""
+        if self.size_limit() is None:
+            return 0
+        v = getattr(self._chunker, "chunk_overlap", 0)
+        return v if isinstance(v, int) and not isinstance(v, bool) and v > 0 else 0
+
     def _token_windows(self, text: str, found: list) -> list[Span] | None:
         """Raw spans of ``TokenChunker``'s windows, or None when they do not reproduce
         ``found`` (token counts and decoded texts) or the chunker is not a TokenChunker."""

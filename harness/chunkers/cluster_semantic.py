@@ -38,7 +38,7 @@ from typing import Callable
 
 import numpy as np
 
-from harness.chunkers.base import MIN_TOKEN_LIMIT, Chunker, check_limit
+from harness.chunkers.base import MIN_TOKEN_LIMIT, Chunker, check_limit, check_read
 from harness.chunkers.chroma import check_compatible, check_tiktoken, semantic_pieces, token_count
 from harness.chunkers.recursive import RecursiveChunker
 from harness.text.packing import fit_units, fits
@@ -284,6 +284,7 @@ class ClusterSemanticChunker(Chunker):
             )
         if pieces not in PIECES:
             raise ValueError(f"chunker.pieces must be one of {list(PIECES)}, got {pieces!r}")
+        check_read("piece_size", piece_size, 50, pieces == "recursive", "with chunker.pieces=recursive")
         if compatible is not None:
             check_tiktoken(tokenizer)
             if pieces != "recursive":

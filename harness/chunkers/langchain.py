@@ -148,6 +148,10 @@ class LangChainChunker(LibraryAdapter):
             return None
         return ("chars", "model", size)
 
+    def library_overlap(self) -> int:
+        """``chunk_overlap`` in characters when the splitter measures with ``len`` (else 0: not in a unit checked here)."""
+        return self._char_limits()[1] or 0
+
     def _fallback_limits(self) -> tuple[int | None, bool]:
         """``(max_overlap, covers)`` for constrained alignment: the overlap bounds source
         characters only when lengths are ``len`` and separators are kept (a dropped run of

@@ -56,7 +56,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
-from harness.chunkers.base import MIN_TOKEN_LIMIT, Chunker, fit_prefix, measure
+from harness.chunkers.base import MIN_TOKEN_LIMIT, Chunker, check_read, fit_prefix, measure
 from harness.chunkers.recursive import RecursiveChunker
 from harness.text.blocks import SizeLimit, extension, is_source_code, markdown_blocks, split_lines, split_region, stripped
 from harness.text.units import get_counter, strip_span
@@ -176,6 +176,7 @@ class ModalityChunker(Chunker):
                 raise ValueError(f"chunker.{pname} must be true or false, got {value!r}")
         if oversize_tables not in OVERSIZE_TABLES:
             raise ValueError(f"chunker.oversize_tables must be one of {list(OVERSIZE_TABLES)}, got {oversize_tables!r}")
+        check_read("oversize_tables", oversize_tables, "split", tables, "with chunker.tables=true")
         self.text_chunker = dict(cfg)
         self.tables = tables
         self.images = images

@@ -58,10 +58,17 @@ class ParagraphChunker(SizedChunker):
         check_count_below("overlap_paragraphs", overlap_paragraphs, max_chunk_size, "max_chunk_size")
         self.overlap_paragraphs = overlap_paragraphs
 
-    def overlap_limit(self) -> int | None:
-        """0 (chunks share no character) when ``overlap_paragraphs=0``; otherwise None: the overlap is
-        counted in whole paragraphs, up to ``overlap_paragraphs`` (:func:`harness.text.packing.pack_units`)."""
-        return 0 if self.overlap_paragraphs == 0 else None
+    overlap_unit = "paragraphs"
+
+    def overlap_limit(self) -> int:
+        """``overlap_paragraphs``: consecutive chunks share at most that many whole paragraphs, fewer only
+        when they do not fit with the next new paragraph, none next to an oversized paragraph (0: no
+        shared character); see :meth:`overlap_atoms` and :func:`harness.text.packing.pack_units`."""
+        return self.overlap_paragraphs
+
+    def overlap_atoms(self, text: str) -> list[Span]:
+        """The units the overlap counts: the paragraphs of ``text`` (:func:`harness.text.sentences.paragraph_spans`)."""
+        return list(paragraph_spans(text))
 
     def chunk(self, doc: Document) -> list[Chunk]:
         text = doc.text

@@ -161,6 +161,35 @@ def breakpoint_indices(distances, mode: str, amount: float, number_of_chunks: in
     return [int(i) for i in np.flatnonzero(score > cut)]
 
 
+#: Shipped values of the settings only some breakpoint modes read (``conf/chunker/semantic.yaml``).
+DEFAULT_THRESHOLD, DEFAULT_PERCENTILE, DEFAULT_MAX = 0.5, 95.0, 254
+
+
+def _check_read(breakpoint: str, threshold, percentile, amount, number_of_chunks, target_chunk_size) -> None:
+    """Refuse a setting the chosen mode never reads (a sweep over it would compare identical
+    chunkings): ``threshold`` other than 0.5 needs ``breakpoint=threshold``; ``percentile``
+    other than 95 needs ``breakpoint=percentile`` without ``number_of_chunks`` /
+    ``target_chunk_size``; ``breakpoint_amount`` needs ``standard_deviation``,
+    ``interquartile`` or ``gradient``.
+
+    Raises:
+        ValueError: one line naming the setting, the mode and what would read it.
+    """
+    if threshold != DEFAULT_THRESHOLD and breakpoint != "threshold":
+        raise ValueError(
+            f"chunker.threshold={threshold!r} is read only by chunker.breakpoint=threshold, got breakpoint={breakpoint}: leave it at {DEFAULT_THRESHOLD}"
+        )
+    if percentile != DEFAULT_PERCENTILE and (breakpoint != "percentile" or number_of_chunks is not None or target_chunk_size is not None):
+        why = f"breakpoint={breakpoint}" if breakpoint != "percentile" else "number_of_chunks / target_chunk_size set (they replace it)"
+        raise ValueError(
+            f"chunker.percentile={percentile!r} is read only by chunker.breakpoint=percentile without number_of_chunks and target_chunk_size, got {why}: leave it at {DEFAULT_PERCENTILE}"
+        )
+    if amount is not None and breakpoint in ("threshold", "percentile"):
+        raise ValueError(
+            f"chunker.breakpoint_amount={amount!r} is read only by chunker.breakpoint=standard_deviation | interquartile | gradient, got breakpoint={breakpoint}: set it null"
+        )
+
+
 def _check_number_of_chunks(value) -> None:
     if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
         raise ValueError(f"chunker.number_of_chunks must be null or an integer >= 1 (chunks per document), got {value!r}")
@@ -317,6 +346,7 @@ class SemanticChunker(Chunker):
                 raise ValueError(f"chunker.breakpoint_amount must be a percentile in (0, 100) for breakpoint=gradient, got {breakpoint_amount!r}")
             if breakpoint in ("standard_deviation", "interquartile") and breakpoint_amount < 0:
                 raise ValueError(f"chunker.breakpoint_amount must be >= 0 for breakpoint={breakpoint}, got {breakpoint_amount!r}")
+        _check_read(breakpoint, threshold, percentile, breakpoint_amount, number_of_chunks, target_chunk_size)
         _check_number_of_chunks(number_of_chunks)
         if number_of_chunks is not None and breakpoint == "threshold":
             raise ValueError(
@@ -364,6 +394,10 @@ class SemanticChunker(Chunker):
                 )
             if min_chunk_size != 0:
                 raise ValueError(f"chunker.compatible=chroma applies no size guard, as the reference: needs chunker.min_chunk_size=0, got {min_chunk_size!r}")
+            if max_chunk_size != DEFAULT_MAX:
+                raise ValueError(
+                    f"chunker.compatible=chroma applies no size guard, as the reference: chunker.max_chunk_size={max_chunk_size!r} is not read, leave it at {DEFAULT_MAX}"
+                )
         self.breakpoint = breakpoint
         self.threshold = float(threshold)
         self.percentile = float(percentile)
@@ -405,6 +439,11 @@ class SemanticChunker(Chunker):
 
     def size_limit(self) -> tuple[str, str, int] | None:
         return None if self.compatible else ("tokens", self.tokenizer, self.max_chunk_size)
+
+    def min_size_limit(self) -> int | None:
+        """``min_chunk_size`` tokens when > 0: a chunk is smaller only where merging it with its
+        neighbour would break ``max_chunk_size`` (rules in :meth:`Chunker.min_size_limit`)."""
+        return self.min_chunk_size or None
 
     def chunk(self, doc: Document) -> list[Chunk]:
         if self.encoder is None:

@@ -6,7 +6,7 @@ from harness.chunkers.base import SizedChunker, check_count_below
 from harness.text.packing import fit_units, group_spans, pack_units
 from harness.text.sentences import sentence_spans
 from harness.text.units import get_counter
-from harness.types import Chunk, Document
+from harness.types import Chunk, Document, Span
 
 
 class SentenceChunker(SizedChunker):
@@ -58,10 +58,17 @@ class SentenceChunker(SizedChunker):
         check_count_below("overlap_sentences", overlap_sentences, max_chunk_size, "max_chunk_size")
         self.overlap_sentences = overlap_sentences
 
-    def overlap_limit(self) -> int | None:
-        """0 (chunks share no character) when ``overlap_sentences=0``; otherwise None: the overlap is
-        counted in whole sentences, up to ``overlap_sentences`` (:func:`harness.text.packing.pack_units`)."""
-        return 0 if self.overlap_sentences == 0 else None
+    overlap_unit = "sentences"
+
+    def overlap_limit(self) -> int:
+        """``overlap_sentences``: consecutive chunks share at most that many whole sentences, fewer only
+        when they do not fit with the next new sentence (0: no shared character); see
+        :meth:`overlap_atoms` and :func:`harness.text.packing.pack_units`."""
+        return self.overlap_sentences
+
+    def overlap_atoms(self, text: str) -> list[Span]:
+        """The units the overlap counts: the sentences of ``text`` as packed (over-limit ones cut to fit)."""
+        return fit_units(text, sentence_spans(text, split_paragraphs=True), get_counter(self.unit, self.tokenizer), self.max_chunk_size)
 
     def chunk(self, doc: Document) -> list[Chunk]:
         text = doc.text

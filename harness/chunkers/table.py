@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import csv
 
-from harness.chunkers.base import MIN_TOKEN_LIMIT, Chunker, check_limit, check_size, fit_prefix, measure
+from harness.chunkers.base import MIN_TOKEN_LIMIT, ChunkContractError, Chunker, check_limit, check_size, fit_prefix, measure
 from harness.chunkers.recursive import RecursiveChunker
 from harness.text.blocks import SizeLimit, extension, markdown_blocks, split_lines, split_region, stripped
 from harness.text.units import check_unit, get_counter
@@ -94,6 +94,20 @@ class TableChunker(Chunker):
 
     def size_limit(self) -> tuple[str, str, int]:
         return (self.unit, self.tokenizer, self.max_chunk_size)
+
+    def check_settings(self, doc: Document, chunks: list[Chunk]) -> None:
+        """``rows_per_chunk``: every table chunk holds at most that many data rows, as its
+        ``metadata["rows"]`` (1-based ``[first, last]``) records them; chunks cut by
+        :func:`harness.chunkers.base.enforce_limit` hold part of one such group."""
+        for c in chunks:
+            rows = c.metadata.get("rows")
+            if c.metadata.get("kind") != "table" or not rows or rows[0] == 0 or c.metadata.get("hard_cut") or len(c.spans) != 1:
+                continue
+            n = rows[1] - rows[0] + 1
+            if n > self.rows_per_chunk:
+                raise ChunkContractError(
+                    f"chunker={self.name} chunker.rows_per_chunk={self.rows_per_chunk}: chunk {c.chunk_id} holds rows {rows} = {n} data rows"
+                )
 
     def format_of(self, doc: Document) -> str:
         """``"csv"`` or ``"markdown"`` for ``doc`` (resolves ``"auto"``)."""

@@ -28,10 +28,11 @@ mining, Catledge & Pitkow 1995).
 
 from __future__ import annotations
 
+import bisect
 import re
 from datetime import datetime, timedelta
 
-from harness.chunkers.base import Chunker, check_limit
+from harness.chunkers.base import ChunkContractError, Chunker, check_limit, check_read
 from harness.chunkers.recursive import RecursiveChunker
 from harness.text.units import check_unit, get_counter, strip_span, window_atoms
 from harness.types import Chunk, Document, Span
@@ -127,6 +128,8 @@ class TimestampChunker(Chunker):
             raise ValueError(f"chunker.timestamp_regex must be a valid regular expression: {exc}") from exc
         if "time" not in pattern.groupindex:
             raise ValueError("chunker.timestamp_regex must define a named group (?P<time>...) (and optionally (?P<date>...))")
+        check_read("window_minutes", window_minutes, 30.0, mode == "window", "with chunker.mode=window")
+        check_read("gap_minutes", gap_minutes, 30.0, mode == "session", "with chunker.mode=session")
         check_unit(unit, tokenizer)
         check_limit("max_chunk_size", max_chunk_size, unit)
         self.mode = mode
@@ -140,6 +143,39 @@ class TimestampChunker(Chunker):
 
     def size_limit(self) -> tuple[str, str, int]:
         return (self.unit, self.tokenizer, self.max_chunk_size)
+
+    def check_settings(self, doc: Document, chunks: list[Chunk]) -> None:
+        """The time rule on the messages of each chunk (parsed again from ``doc``): ``mode=window``:
+        a group's messages lie in ``[t0, t0 + window_minutes)`` of its first message ``t0`` and the
+        next group's first message does not; ``mode=session``: consecutive messages of a group are
+        at most ``gap_minutes`` apart and consecutive groups more. Fallback chunks are not checked."""
+        msgs = self.messages(doc.text)
+        starts = [m[0] for m in msgs]
+        groups: dict[int, list[int]] = {}
+        for c in chunks:
+            g = c.metadata.get("group")
+            if g is None:
+                continue
+            lo, hi = bisect.bisect_left(starts, c.start), bisect.bisect_left(starts, c.end)
+            groups.setdefault(g, []).extend(i for i in range(lo, hi) if i not in groups.get(g, []))
+        window, gap = timedelta(minutes=self.window_minutes), timedelta(minutes=self.gap_minutes)
+        previous: list[int] | None = None
+        for g in sorted(groups):
+            times = [msgs[i][2] for i in sorted(groups[g])]
+            if not times:
+                continue
+            if self.mode == "window":
+                bad = [t for t in times if not times[0] <= t < times[0] + window]
+                new = previous is None or not (msgs[previous[0]][2] <= times[0] < msgs[previous[0]][2] + window)
+                what = f"chunker.window_minutes={self.window_minutes}"
+            else:
+                bad = [b for a, b in zip(times, times[1:]) if abs(b - a) > gap]
+                new = previous is None or abs(times[0] - msgs[previous[-1]][2]) > gap
+                what = f"chunker.gap_minutes={self.gap_minutes}"
+            if bad or not new:
+                why = f"holds a message at {bad[0]}" if bad else "starts a new group although its first message belongs to the previous one"
+                raise ChunkContractError(f"chunker={self.name} chunker.mode={self.mode} {what}: group {g} of {doc.doc_id} {why}")
+            previous = sorted(groups[g])
 
     # -- parsing -------------------------------------------------------------------------
     def messages(self, text: str) -> list[tuple[int, int, datetime, bool]]:

@@ -738,7 +738,7 @@ def window_atoms(
     """
     region = text[start:end]
     lay = layout_of(counter, region)
-    starts, ends, breakable, count = _int_view(lay.starts), _int_view(lay.ends), lay.breakable, lay.count_window
+    starts, breakable, count = _int_view(lay.starts), lay.breakable, lay.count_window
     n = len(starts)
     out: list[Span] = []
     isspace = str.isspace
@@ -755,7 +755,10 @@ def window_atoms(
         else:
             j = n
         while True:  # the (stripped) window's own size: BPE merges are context-dependent
-            s, e = starts[i], ends[j - 1]
+            # a window reaches the next atom's start (the region's end for the last one, its
+            # start for the first): characters in no atom (a combining mark the tokenizer's
+            # normaliser drops, e.g. a trailing U+0301) stay in a chunk, never fall between two
+            s, e = (starts[i] if i else 0), (starts[j] if j < n else len(region))
             if isspace(region[s]) or isspace(region[e - 1]):
                 s, e = strip_span(region, s, e)
             w = count(i, j, s, e) if j - i > 1 or sizes is not None else 0

@@ -2,8 +2,10 @@
 generated documents take every path (separator merges, hard cuts, last chunks), each
 chunking keeps every promise the chunker declares (:func:`harness.chunkers.base.check_chunks`:
 exact spans, sizes in the configured unit, the overlap setting between consecutive chunks,
-coverage). Documents: one long word without separators, only separators, CRLF lines, CJK
-without spaces, emoji (astral code points, ZWJ sequences, flags, combining marks), mixed.
+coverage, a minimum size, overlap in sentences / paragraphs, rows per table chunk, the time
+rule of chat groups). Documents: one long word without separators, only separators, CRLF
+lines, CJK without spaces, emoji (astral code points, ZWJ sequences, flags, combining marks),
+mixed, pipe tables, chat logs.
 
 Where the windows are known by hand (a text with no whitespace and no separator, in
 characters) the chunks must be exactly those windows: starts ``0, step, 2 * step, ...``
@@ -52,7 +54,12 @@ def overrides(name: str, unit: str, size: int, overlap: int, hard: bool = False)
         return [f"{c}max_chunk_size={size}", f"{c}overlap_paragraphs={min(overlap, 2)}", f"{c}unit={unit}"]
     if name == "hierarchical":
         return [f"{c}parent_size={3 * size}", f"{c}child_size={size}", f"{c}child_overlap={overlap}", f"{c}unit={unit}"]
-    if name in ("code", "faq", "markdown", "table", "timestamp"):
+    if name == "table":  # few rows per chunk, so that generated tables need several groups
+        return [f"{c}max_chunk_size={size}", f"{c}unit={unit}", f"{c}rows_per_chunk={1 + size % 2}"]
+    if name == "timestamp":  # both modes; short windows and gaps (in minutes) for the generated logs
+        mode = ["mode=window", "window_minutes=20"] if size % 2 else ["mode=session", "gap_minutes=15"]
+        return [f"{c}max_chunk_size={size}", f"{c}unit={unit}"] + [c + m for m in mode]
+    if name in ("code", "faq", "markdown"):
         return [f"{c}max_chunk_size={size}", f"{c}unit={unit}"]
     if name == "modality":
         t = f"{c}text_chunker."
@@ -64,8 +71,8 @@ def overrides(name: str, unit: str, size: int, overlap: int, hard: bool = False)
         return out + [f"{r}prose.chunk_size={size}", f"{r}document.text_chunker.chunk_size={size}"]
     if name in ("langchain", "chonkie"):  # characters of the library's own length function
         return [f"{c}kwargs.chunk_size={size}"] + ([f"{c}kwargs.chunk_overlap={overlap}"] if name == "langchain" else [])
-    if name == "semantic":
-        return [f"{c}max_chunk_size={size}"]
+    if name == "semantic":  # a minimum size too: small groups merged unless the merge breaks the maximum
+        return [f"{c}max_chunk_size={size}", f"{c}min_chunk_size={size // 2}"]
     if name == "cluster_semantic":
         return [f"{c}max_chunk_size={size}", f"{c}piece_size={max(4, size // 3)}"]
     if name == "topic":
@@ -104,7 +111,13 @@ MIXED = st.lists(
     min_size=1,
     max_size=25,
 ).map("".join)
-DOCUMENTS = st.one_of(LONG_WORD, ONLY_SEPARATORS, CJK, EMOJI, CRLF, MIXED)
+CELL = st.sampled_from(["1", "22", "naïve", "日本", "🚀", "x" * 30, ""])
+TABLE = st.lists(st.tuples(CELL, CELL), min_size=1, max_size=8).map(lambda rows: "| a | b |\n|---|---|\n" + "\n".join(f"| {x} | {y} |" for x, y in rows))
+#: Chat logs: minutes after 09:00, sorted, so that windows and gaps of 15-20 minutes cut them.
+CHAT = st.lists(st.tuples(st.integers(0, 180), st.sampled_from(["hi", "ok " * 12, "日本語", "🚀👍🏽", "see\n  more"])), min_size=1, max_size=10).map(
+    lambda msgs: "\n".join(f"[{9 + t // 60:02d}:{t % 60:02d}] u{i % 2}: {m}" for i, (t, m) in enumerate(sorted(msgs)))
+)
+DOCUMENTS = st.one_of(LONG_WORD, ONLY_SEPARATORS, CJK, EMOJI, CRLF, MIXED, TABLE, CHAT)
 
 
 @pytest.mark.parametrize("name", [pytest.param(n, marks=pytest.mark.slow) if n in EMBEDS else n for n in CONFIGS if n not in NEEDS_SERVICE])

@@ -499,6 +499,7 @@ def test_adapter_counters_reach_the_run_metrics():
         "adapter.ambiguous": 0.0,
         "adapter.unaligned": 0.0,
         "adapter.fallback_docs": 0.0,
+        "adapter.overlap_dropped": 0.0,
     }
     assert all(re.fullmatch(r"[a-z_.]+", k) for k in st)  # valid MLflow metric keys
 

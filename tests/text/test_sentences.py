@@ -401,7 +401,9 @@ def test_semantic_mode_parameters_and_defaults():
     assert SemanticChunker(breakpoint="interquartile").amount == 1.5
     assert SemanticChunker(breakpoint="gradient").amount == 95.0
     assert SemanticChunker(breakpoint="gradient", breakpoint_amount=80).amount == 80.0
-    assert SemanticChunker(breakpoint="percentile", percentile=70, breakpoint_amount=10).amount == 70.0
+    assert SemanticChunker(breakpoint="percentile", percentile=70).amount == 70.0
+    with pytest.raises(ValueError, match=r"chunker.breakpoint_amount=10 is read only by"):  # percentile mode never reads it
+        SemanticChunker(breakpoint="percentile", percentile=70, breakpoint_amount=10)
     assert SemanticChunker().amount is None
 
 
