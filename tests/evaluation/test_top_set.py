@@ -169,3 +169,19 @@ def test_an_identical_copy_of_the_best_is_always_in_and_a_job_far_below_never(ar
     without = dict(with_copy)
     del without[101]
     assert set(top_set(_jobs(without), cfg).members) == set(result.members) - {101}
+
+
+def test_a_sweep_with_a_bad_top_set_setting_is_refused_before_any_job():
+    from omegaconf import OmegaConf
+
+    from harness.tracking.callbacks import SweepPlan, SweepPlanError, sweep_settings
+
+    plan = SweepPlan(
+        "BasicSweeper", (), (("chunker.chunk_size", ("1", "2")),), ("chunker.chunk_size=1,2",), (("chunker.chunk_size=1",), ("chunker.chunk_size=2",))
+    )
+    with pytest.raises(SweepPlanError, match=r"^tracking\.top_set\.alpah: unknown setting; did you mean tracking\.top_set\.alpha\?"):
+        sweep_settings(OmegaConf.create({"tracking": {"top_set": {"alpah": 0.1}}}), plan)
+    with pytest.raises(SweepPlanError, match=r"^tracking\.sweep_baseline: job 3 does not exist; this sweep has jobs 1 to 2"):
+        sweep_settings(OmegaConf.create({"tracking": {"sweep_baseline": 3}}), plan)
+    settings, baseline = sweep_settings(OmegaConf.create({"tracking": {"top_set": {"margin": 0.01}, "sweep_baseline": 2}}), plan)
+    assert settings == TopSetSettings(margin=0.01) and baseline == 2
