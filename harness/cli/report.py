@@ -2,8 +2,8 @@
 
 ``harness report RUN_ID`` writes the run's report (headline metrics with CIs, charts, the
 document viewer with chunk boundaries and evidence, the query browser);
-``harness report --sweep PARENT_ID`` the sweep's (job table, charts, best against a
-baseline); ``harness report RUN_A RUN_B`` the two runs side by side. The library is
+``harness report --sweep PARENT_ID`` the sweep's (the top set with its tie-breakers, job
+table, charts, best against a baseline); ``harness report RUN_A RUN_B`` the two runs side by side. The library is
 :mod:`harness.experiment.report` over :mod:`harness.reporting`; see docs/report.md.
 """
 
@@ -27,7 +27,12 @@ def _parser() -> argparse.ArgumentParser:
     )
     p.add_argument("runs", nargs="*", metavar="RUN_ID", help="one run id, or two for a side-by-side report")
     p.add_argument("--sweep", default=None, metavar="PARENT_ID", help="the parent run id of a sweep (printed when the sweep starts)")
-    p.add_argument("--baseline", default=None, metavar="RUN_ID", help="with --sweep: the job the best one is compared with (default: the first finished job)")
+    p.add_argument(
+        "--baseline",
+        default=None,
+        metavar="RUN_ID",
+        help="with --sweep: the job the best one is compared with, a run id, run name or job number (default: tracking.sweep_baseline, else the job running the shipped default configuration, else the runner-up)",
+    )
     p.add_argument("--out", default=None, metavar="FILE", help="output file (default: report-<id>.html in the current folder)")
     p.add_argument("--tracking-uri", default=None, help="MLflow tracking URI (default: $MLFLOW_TRACKING_URI, else the project store)")
     return p

@@ -198,6 +198,114 @@ def format_tables(tables: dict[str, pd.DataFrame], baseline: LoggedRun, alpha: f
     return "\n".join(lines)
 
 
+# ---------------------------------------------------------------------------- top set of a sweep
+
+
+@dataclass(frozen=True)
+class TieBreaker:
+    """What one tie-breaker would choose among a sweep's top set (:func:`tie_breakers`).
+
+    Attributes:
+        rule: the rule in words (``fewest context tokens``, ``fewest chunks``, ``best context_precision@5``).
+        metric: the value compared (``context_tokens@5``: mean tokens handed to the generator
+            per query; ``chunks.n_chunks``: chunks in the index; a metric name).
+        lower: True when the smallest value wins.
+        values: member -> value (members without the value are left out).
+        choice: the member it chooses (ties: the smallest key), or None when no member has the value.
+    """
+
+    rule: str
+    metric: str
+    lower: bool
+    values: Mapping
+    choice: object | None
+
+
+def _cutoff(objective: str) -> str:
+    k = objective.rsplit("@", 1)[1] if "@" in objective else ""
+    return k if k.isdigit() else "5"
+
+
+def second_metric_for(objective: str, second_metric: str | None = None) -> str:
+    """The tie-breaker metric: ``second_metric`` when given, else ``context_precision@k`` at the
+    objective's cut-off (k = 5 without one), or ``recall@k`` when that is the objective itself."""
+    if second_metric:
+        return second_metric
+    k = _cutoff(objective)
+    return f"recall@{k}" if objective == f"context_precision@{k}" else f"context_precision@{k}"
+
+
+def tie_breakers(members: Sequence, values: Mapping[object, Mapping[str, float]], objective: str, second_metric: str | None = None) -> list[TieBreaker]:
+    """For a top set of more than one job, which member each tie-breaker would choose.
+
+    Three rules, in this order: fewest context tokens (``context_tokens@k`` at the
+    objective's cut-off: tokens of the top-k chunks a generator would read, mean per query),
+    fewest chunks (``chunks.n_chunks``: a smaller index), and the best value of a second metric
+    (:func:`second_metric_for`; highest, lowest for ``context_tokens@k``). They answer "which of
+    the statistically tied settings is cheaper or better on another axis"; none is applied
+    automatically.
+
+    Args:
+        members: keys of the top set (job numbers).
+        values: key -> metric name (or ``chunks.n_chunks``) -> value; a missing or non-finite
+            value leaves that member out of that rule.
+        objective: the sweep's objective (its cut-off sets k).
+        second_metric: the third rule's metric (None: :func:`second_metric_for`).
+    """
+    import math
+
+    k = _cutoff(objective)
+    second = second_metric_for(objective, second_metric)
+    rules = [
+        ("fewest context tokens", f"context_tokens@{k}", True),
+        ("fewest chunks", "chunks.n_chunks", True),
+        (f"best {second}", second, second.split("@", 1)[0] == "context_tokens"),
+    ]
+    out = []
+    for rule, metric, lower in rules:
+        found = {m: float(values.get(m, {}).get(metric)) for m in members if isinstance(values.get(m, {}).get(metric), (int, float))}
+        found = {m: v for m, v in found.items() if math.isfinite(v)}
+        choice = min(found, key=lambda m: ((found[m] if lower else -found[m]), m)) if found else None
+        out.append(TieBreaker(rule, metric, lower, found, choice))
+    return out
+
+
+def top_set_of_runs(runs: Mapping[object, LoggedRun], objective: str, settings=None, lower: bool = False):
+    """:func:`harness.evaluation.stats.top_set` of logged runs (job number -> run with its
+    ``per_query.csv``): the one check that the runs can be paired, then the test.
+
+    Raises:
+        CompareError: a run without a ``dataset_fingerprint`` tag or on another dataset, a run
+            repeating a query id, a run without the objective's column, or runs with different
+            query sets (each one line naming the jobs).
+    """
+    from harness.evaluation.stats import top_set
+
+    keys = sorted(runs)
+    if not keys:
+        raise CompareError(f"{objective}: no finished job with a {PER_QUERY_ARTIFACT}")
+    first = runs[keys[0]]
+    per_query = {}
+    for key in keys:
+        r = runs[key]
+        if not r.fingerprint:
+            raise CompareError(f"job {key} {r.label} has no dataset_fingerprint tag, so its dataset cannot be checked")
+        if r.fingerprint != first.fingerprint:
+            raise CompareError(
+                f"job {keys[0]} {first.label} and job {key} {r.label} are on different datasets (dataset_fingerprint {first.fingerprint} and {r.fingerprint})"
+            )
+        ids = r.per_query["query_id"].astype(str)
+        if ids.duplicated().any():
+            raise CompareError(f"job {key} {r.label}: {PER_QUERY_ARTIFACT} repeats query ids {sorted(set(ids[ids.duplicated()]))[:5]}")
+        if objective not in r.per_query.columns:
+            raise CompareError(f"job {key} {r.label}: {PER_QUERY_ARTIFACT} has no {objective} column")
+        per_query[key] = dict(zip(ids, pd.to_numeric(r.per_query[objective], errors="coerce").astype(float)))
+    try:
+        return top_set(per_query, settings, lower=lower, objective=objective)
+    except ValueError as exc:
+        raise CompareError(str(exc)) from None
+
+
 # ---------------------------------------------------------------------------- listing mode
 
 #: Config params giving a run's chunk size, first present wins (strategies name it differently).

@@ -462,3 +462,194 @@ def non_inferiority(
         ties=ties,
         losses=losses,
     )
+
+
+# ---------------------------------------------------------------------------- top set of a sweep
+
+
+@dataclass(frozen=True)
+class TopSetSettings:
+    """How a sweep names its top set (:func:`top_set`); the ``tracking.top_set`` settings.
+
+    Attributes:
+        alpha: family-wise significance level of the one-sided tests, in (0, 0.5) (default 0.05).
+        margin: how much worse than the best a job may be before it counts as worse, >= 0, in
+            the objective's units (0.01 = one point of a [0, 1] metric; tokens for
+            ``context_tokens@k``). 0 (default): any significant shortfall excludes a job.
+        second_metric: the tie-breaker metric (``name@k``); None = ``context_precision@k`` at
+            the objective's cut-off (``recall@k`` when the objective is context precision).
+        n_resamples: random sign patterns of each test when they are not enumerated, >= 1.
+        seed: seed of ``numpy.random.default_rng`` (equal inputs and seeds give equal sets).
+
+    Raises:
+        ValueError: one line naming ``tracking.top_set.<key>``, the value and the allowed range.
+    """
+
+    alpha: float = 0.05
+    margin: float = 0.0
+    second_metric: str | None = None
+    n_resamples: int = 10000
+    seed: int = 0
+
+    #: Where these settings live in the configuration (the prefix of every error).
+    WHERE = "tracking.top_set"
+
+    def __post_init__(self) -> None:
+        w = self.WHERE
+        for name in ("alpha", "margin"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)) or not np.isfinite(float(value)):
+                raise ValueError(f"{w}.{name}: expected a finite number, got {value!r}")
+        if not 0.0 < float(self.alpha) < 0.5:
+            raise ValueError(f"{w}.alpha: expected a one-sided level in (0, 0.5), got {self.alpha!r}")
+        if float(self.margin) < 0:
+            raise ValueError(f"{w}.margin: expected a number >= 0 (how much worse than the best still counts as tied), got {self.margin!r}")
+        if self.second_metric is not None:
+            from harness.evaluation.metrics import FAMILIES, parse_name
+
+            try:
+                parse_name(str(self.second_metric))
+            except ValueError:
+                import difflib
+
+                family = str(self.second_metric).split("@", 1)[0]
+                close = difflib.get_close_matches(family, [f.split("@", 1)[0] for f in FAMILIES], n=1)
+                hint = f"; did you mean {close[0]}@{str(self.second_metric).split('@', 1)[1]}?" if close and "@" in str(self.second_metric) else ""
+                raise ValueError(
+                    f"{w}.second_metric: unknown metric {self.second_metric!r}; expected null or a registered metric name@k such as context_precision@5{hint}"
+                ) from None
+        _check_resamples(self.n_resamples, f"{w}.n_resamples")
+        if isinstance(self.seed, bool) or not isinstance(self.seed, (int, np.integer)) or self.seed < 0:
+            raise ValueError(f"{w}.seed: expected an integer >= 0, got {self.seed!r}")
+        object.__setattr__(self, "alpha", float(self.alpha))
+        object.__setattr__(self, "margin", float(self.margin))
+
+    @classmethod
+    def from_mapping(cls, given: Mapping | None) -> TopSetSettings:
+        """Settings from a mapping (the ``tracking.top_set`` config node, or the JSON of the
+        parent run's ``sweep.top_set_settings`` tag); missing keys take the defaults.
+
+        Raises:
+            ValueError: an unknown key (``did you mean`` the closest known one) or a value out of range.
+        """
+        import difflib
+
+        data = dict(given or {})
+        known = ("alpha", "margin", "second_metric", "n_resamples", "seed")
+        for key in data:
+            if key not in known:
+                close = difflib.get_close_matches(str(key), known, n=1)
+                hint = f"; did you mean {cls.WHERE}.{close[0]}?" if close else ""
+                raise ValueError(f"{cls.WHERE}.{key}: unknown setting{hint} (known: {', '.join(known)})")
+        return cls(**data)
+
+    def to_dict(self) -> dict:
+        """``{"alpha", "margin", "second_metric", "n_resamples", "seed"}`` (plain values, JSON-ready)."""
+        return {"alpha": self.alpha, "margin": self.margin, "second_metric": self.second_metric, "n_resamples": int(self.n_resamples), "seed": int(self.seed)}
+
+    def test_text(self) -> str:
+        """The test in words: ``paired one-sided sign-flip test against the best, Holm, alpha 0.05, margin 0``."""
+        return f"paired one-sided sign-flip test against the best, Holm, alpha {self.alpha:g}, margin {self.margin:g}"
+
+
+@dataclass(frozen=True)
+class TopSet:
+    """The jobs of a sweep not significantly worse than the best (:func:`top_set`).
+
+    Attributes:
+        objective: the metric compared (``recall@5``).
+        best: key of the best job (highest mean; lowest for a lower-is-better objective; equal
+            means: the smallest key).
+        members: keys of the top set, the best first, then by mean (best first; equal means:
+            smaller key first).
+        means: key -> mean over the n queries (a non-finite value scored 0, as in the run's mean).
+        p_values: key -> raw one-sided p of "worse than the best by more than ``margin``", for
+            every job but the best, in (0, 1].
+        p_holm: the same, Holm-adjusted over those jobs.
+        settings: the :class:`TopSetSettings` used (alpha, margin, resamples, seed).
+        lower: True when lower is better.
+        n_queries: number of paired queries.
+    """
+
+    objective: str
+    best: object
+    members: tuple
+    means: Mapping
+    p_values: Mapping
+    p_holm: Mapping
+    settings: TopSetSettings
+    lower: bool
+    n_queries: int
+
+
+def _job_label(key) -> str:
+    return f"job {key}"
+
+
+def top_set(
+    per_query: Mapping[object, Mapping[str, float]], settings: TopSetSettings | None = None, lower: bool = False, objective: str = "objective"
+) -> TopSet:
+    """The set of jobs not significantly worse than the best, over the same queries.
+
+    The one function a sweep's top set comes from (the sweep's summary and its report both
+    call it). The best job is the one with the highest mean (lowest when ``lower``); for every
+    other job j the per-query shortfall ``x_i = best_i - j_i`` (``j_i - best_i`` when lower
+    is better) is tested one-sided, ``H0: E[x] <= margin`` ("j is at most ``margin`` worse")
+    against ``H1: E[x] > margin`` ("j is worse by more than the margin"), with the paired
+    sign-flip test on ``x_i - margin`` (:func:`sign_flip_p_value_greater`; Fisher 1935, Efron
+    & Tibshirani 1993 ch. 15). The p-values are Holm-adjusted over the other jobs
+    (:func:`holm`; Holm 1979), and j is in the top set unless its adjusted p is <= alpha: a job
+    leaves the set only when the data show it worse, so "in the top set" means "not shown
+    worse", not "shown equal". A larger margin keeps more jobs; margin 0 is the plain one-sided
+    paired test of a difference. The comparison with the best chosen from the same data makes
+    the test somewhat liberal towards dropping jobs (the best's mean is biased upwards).
+
+    Args:
+        per_query: job key (a job number) -> query id -> value of the objective; every job must
+            hold the same query ids. A non-finite value is scored 0 with a warning (as
+            :func:`query_mean` scores it in the run's own mean).
+        settings: alpha, margin, resamples, seed (default :class:`TopSetSettings`).
+        lower: True when lower is better (``context_tokens@k``).
+        objective: the metric's name, for messages.
+
+    Returns:
+        :class:`TopSet`; deterministic for equal inputs and seed, and the same whatever the
+        order of ``per_query``.
+
+    Raises:
+        ValueError: no job; a job without queries; two jobs with different query sets (one line
+            naming both jobs and a few query ids only in each).
+    """
+    settings = settings or TopSetSettings()
+    if not per_query:
+        raise ValueError(f"{objective}: no job to rank (need per-query values of at least one job)")
+    keys = sorted(per_query)
+    first = keys[0]
+    ids = sorted(map(str, per_query[first]))
+    if not ids:
+        raise ValueError(f"{objective}: {_job_label(first)} has no per-query values")
+    wanted = set(ids)
+    for key in keys[1:]:
+        got = set(map(str, per_query[key]))
+        if got != wanted:
+            only_a, only_b = sorted(wanted - got), sorted(got - wanted)
+            raise ValueError(
+                f"{objective}: {_job_label(first)} and {_job_label(key)} have different query sets ({len(wanted)} and {len(got)} queries; "
+                f"{len(only_a)} only in {_job_label(first)} {only_a[:5]}, {len(only_b)} only in {_job_label(key)} {only_b[:5]}): "
+                "a paired test needs the same queries; rerun the jobs on one dataset"
+            )
+    arrays: dict = {}
+    means: dict = {}
+    for key in keys:
+        by_id = {str(q): v for q, v in per_query[key].items()}
+        raw = np.asarray([by_id[q] for q in ids], dtype=float)
+        means[key], _ = query_mean(raw, f"{objective} of {_job_label(key)}", ids)
+        arrays[key] = np.where(np.isfinite(raw), raw, 0.0)
+    sign = -1.0 if lower else 1.0
+    best = min(keys, key=lambda k: (-sign * means[k], keys.index(k)))
+    others = [k for k in keys if k != best]
+    p_values = {k: sign_flip_p_value_greater(sign * (arrays[best] - arrays[k]) - settings.margin, settings.n_resamples, settings.seed) for k in others}
+    p_holm = dict(zip(others, holm([p_values[k] for k in others])))
+    kept = [k for k in others if p_holm[k] > settings.alpha]
+    members = (best, *sorted(kept, key=lambda k: (-sign * means[k], keys.index(k))))
+    return TopSet(objective, best, members, means, p_values, p_holm, settings, bool(lower), len(ids))

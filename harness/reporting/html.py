@@ -251,6 +251,16 @@ class SweepView:
             baseline), one dict per metric with ``metric``, ``mean``, ``diff``, ``ci_low``,
             ``ci_high``, ``p``, ``p_holm``, ``W``, ``T``, ``L``, ``sig``, ``n``.
         alpha: significance level of the comparison.
+        baseline_rule: why :attr:`baseline` is the baseline, in words
+            (:func:`harness.reporting.sweep.choose_baseline`).
+        top_set: the jobs not significantly worse than the best
+            (:func:`harness.evaluation.stats.top_set`), best first: dicts with ``job``, ``run_id``,
+            ``name``, ``mean``, ``p``, ``p_holm`` (None for the best), ``best``, ``values``
+            (tie-breaker metric -> value).
+        top_test: the test in words (test, correction, alpha, margin, queries).
+        tie_metrics: the tie-breaker metrics, in column order.
+        tie_breaks: one dict per rule: ``rule``, ``metric``, ``job``, ``name`` (None: no member has the value).
+        top_error: why there is no top set (one line), else "".
     """
 
     run_id: str
@@ -262,6 +272,12 @@ class SweepView:
     baseline: str | None = None
     comparison: list[dict] = field(default_factory=list)
     alpha: float = 0.05
+    baseline_rule: str = ""
+    top_set: list[dict] = field(default_factory=list)
+    top_test: str = ""
+    tie_metrics: list[str] = field(default_factory=list)
+    tie_breaks: list[dict] = field(default_factory=list)
+    top_error: str = ""
 
 
 def _number(value: Any) -> float:

@@ -32,6 +32,7 @@ def build_sweep_view(
     n_resamples: int = 1000,
     seed: int = 0,
     alpha: float = 0.05,
+    top_settings=None,
 ) -> SweepView:
     """The :class:`SweepView` of a sweep.
 
@@ -41,15 +42,19 @@ def build_sweep_view(
         metric_values: run record -> metric name -> value (:func:`harness.tracking.runs.metric_values`).
         load_per_query: run id -> :class:`harness.evaluation.compare.LoggedRun`; None skips the comparison.
         link: run record -> link of its report, or None.
-        baseline: run id of the comparison's baseline; default the lowest-numbered finished
-            job other than the best.
+        baseline: the comparison's baseline as given (``harness report --baseline``: a run id,
+            run name or job number); default :func:`choose_baseline` (the configured
+            ``tracking.sweep_baseline``, else the shipped default configuration, else the
+            runner-up; never job 1 by position).
         n_resamples, seed, alpha: of the paired comparison.
+        top_settings: :class:`harness.evaluation.stats.TopSetSettings` of the top set; None:
+            those the sweep recorded (tag ``sweep.top_set_settings``), else the defaults.
 
     The comparison is left out (the page says so) when the two runs have no comparable
     per-query tables.
 
     Raises:
-        ValueError: ``baseline`` is not a finished job of the sweep.
+        ValueError: ``baseline`` (given or configured) is not a finished job of the sweep.
     """
     objective = str(parent.tags.get("sweep.objective") or "recall@5")
     rows = []
@@ -78,11 +83,8 @@ def build_sweep_view(
     if done:
         pick = min if lower_is_better(objective) else max
         best = pick(done, key=lambda r: r["metrics"][objective])["run_id"]
-    if baseline is not None and baseline not in {r["run_id"] for r in done}:
-        raise ValueError(f"baseline run {baseline!r} is not a finished job of sweep {parent.name} ({parent.run_id})")
-    if baseline is None:
-        others = [r for r in sorted(done, key=lambda r: r["job"]) if r["run_id"] != best]
-        baseline = others[0]["run_id"] if others else None
+    baseline, rule = choose_baseline(done, best, objective, baseline, parent.tags.get("sweep.baseline"), parent.tags.get("sweep.default_job"))
+    top = _top_set(parent, done, objective, load_per_query, top_settings)
     comparison: list[dict] = []
     if load_per_query is not None and best and baseline and best != baseline:
         from harness.evaluation.compare import CompareError, check_comparable, compare_runs
@@ -98,4 +100,104 @@ def build_sweep_view(
         for metric, table in tables.items():
             row = table.iloc[0].to_dict()
             comparison.append({"metric": metric, **row})
-    return SweepView(parent.run_id, parent.name, "", objective, rows, best, baseline, comparison, alpha)
+    return SweepView(parent.run_id, parent.name, "", objective, rows, best, baseline, comparison, alpha, rule, *top)
+
+
+def _resolve(done: Sequence[dict], given, where: str) -> dict:
+    """The finished job ``given`` names: a job number, a run id or a run name (unique)."""
+    text = str(given).strip()
+    found = [r for r in done if r["run_id"] == text or (text.isdigit() and r["job"] == int(text))]
+    if not found:
+        found = [r for r in done if r["name"] == text]
+    if len(found) != 1:
+        jobs = ", ".join(f"job {r['job']} {r['name']}" for r in sorted(done, key=lambda r: r["job"]))
+        why = "names several jobs" if found else "is not a finished job of this sweep"
+        raise ValueError(f"{where} {text!r} {why}; give a job number or a run id of one of: {jobs}")
+    return found[0]
+
+
+def choose_baseline(done: Sequence[dict], best: str | None, objective: str, given=None, configured=None, default_job=None) -> tuple[str | None, str]:
+    """The baseline the best job is compared with, and the rule that chose it (in words).
+
+    The one statement of the rule: the baseline given (``harness report --baseline``), else the
+    configured one (``tracking.sweep_baseline``, tag ``sweep.baseline``), else the job that runs
+    the shipped default configuration (tag ``sweep.default_job``: every swept setting at its
+    unswept value) unless it is the best itself, else the runner-up (second by the objective;
+    equal values: the lower job number). Never job 1 because it is job 1.
+
+    Args:
+        done: the finished jobs with a value (dicts with ``job``, ``run_id``, ``name``, ``metrics``).
+        best: run id of the best job.
+        objective: the sweep's objective (``context_tokens@k``: lower is better).
+        given, configured: a job number, run id or run name, or None.
+        default_job: the default job's number (text or int), or None.
+
+    Returns:
+        ``(run id or None, rule)``; None when no finished job other than the best exists.
+
+    Raises:
+        ValueError: ``given`` or ``configured`` names no finished job (one line listing the jobs).
+    """
+    if given is not None:
+        row = _resolve(done, given, "--baseline")
+        return row["run_id"], f"job {row['job']} {row['name']}, given with --baseline"
+    if configured not in (None, ""):
+        row = _resolve(done, configured, "tracking.sweep_baseline")
+        return row["run_id"], f"job {row['job']} {row['name']}, the configured baseline (tracking.sweep_baseline={configured})"
+    note = ""
+    if default_job not in (None, ""):
+        row = next((r for r in done if str(r["job"]) == str(default_job)), None)
+        if row is not None and row["run_id"] != best:
+            return row["run_id"], f"job {row['job']} {row['name']}, the shipped default configuration (every swept setting at its default)"
+        if row is not None:
+            note = f"; the shipped default configuration (job {row['job']}) is the best job itself"
+    sign = 1.0 if lower_is_better(objective) else -1.0
+    others = sorted((r for r in done if r["run_id"] != best), key=lambda r: (sign * r["metrics"][objective], r["job"]))
+    if not others:
+        return None, "no finished job besides the best"
+    row = others[0]
+    return row[
+        "run_id"
+    ], f"job {row['job']} {row['name']}, the runner-up by {objective} (no baseline configured, no job runs the shipped default configuration{note})"
+
+
+def _top_set(parent, done: Sequence[dict], objective: str, load_per_query, top_settings) -> tuple[list[dict], str, list[str], list[dict], str]:
+    """``(rows, test, tie-breaker metrics, choices, error)`` of the top set for :class:`SweepView`
+    (its fields ``top_set``, ``top_test``, ``tie_metrics``, ``tie_breaks``, ``top_error``), via
+    :func:`harness.evaluation.compare.top_set_of_runs`."""
+    import json
+
+    from harness.evaluation.compare import CompareError, second_metric_for, tie_breakers, top_set_of_runs
+    from harness.evaluation.stats import TopSetSettings
+
+    if load_per_query is None or not done:
+        return [], "", [], [], "no per-query tables"
+    try:
+        if top_settings is None:
+            recorded = parent.tags.get("sweep.top_set_settings")
+            top_settings = TopSetSettings.from_mapping(json.loads(recorded) if recorded else None)
+        runs = {r["job"]: load_per_query(r["run_id"]) for r in done}
+        result = top_set_of_runs(runs, objective, top_settings, lower=lower_is_better(objective))
+    except (CompareError, ValueError) as exc:
+        return [], "", [], [], str(exc)
+    k = objective.rsplit("@", 1)[1] if "@" in objective and objective.rsplit("@", 1)[1].isdigit() else "5"
+    second = second_metric_for(objective, top_settings.second_metric)
+    by_job = {r["job"]: r for r in done}
+    values = {j: {m: by_job[j]["metrics"][m] for m in (f"context_tokens@{k}", "chunks.n_chunks", second) if m in by_job[j]["metrics"]} for j in result.members}
+    rules = tie_breakers(result.members, values, objective, top_settings.second_metric) if len(result.members) > 1 else []
+    rows = [
+        {
+            "job": j,
+            "run_id": by_job[j]["run_id"],
+            "name": by_job[j]["name"],
+            "mean": result.means[j],
+            "p": result.p_values.get(j),
+            "p_holm": result.p_holm.get(j),
+            "best": j == result.best,
+            "values": values[j],
+        }
+        for j in result.members
+    ]
+    choices = [{"rule": b.rule, "metric": b.metric, "job": b.choice, "name": by_job[b.choice]["name"] if b.choice is not None else None} for b in rules]
+    test = f"{top_settings.test_text()}, {result.n_queries} queries"
+    return rows, test, [f"context_tokens@{k}", "chunks.n_chunks", second], choices, ""

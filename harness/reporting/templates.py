@@ -105,11 +105,19 @@ SWEEP = """{% extends "base.html" %}
 {% block body %}
 <header><h1>{{ view.name }}</h1>
 <div class="sub">sweep parent run <code>{{ view.run_id }}</code>{% if view.experiment %} · experiment {{ view.experiment }}{% endif %} · objective {{ view.objective }} · {{ view.jobs|length }} jobs{% for s, n in counts.items() if n %} · {{ n }} {{ s|lower }}{% endfor %}</div></header>
-<nav><a href="#best">Best</a><a href="#jobs">Jobs</a><a href="#charts">Charts</a><a href="#comparison">Best vs baseline</a><a href="#best-report">Best job: cuts and misses</a></nav>
+<nav><a href="#best">Best</a><a href="#top-set">Top set</a><a href="#jobs">Jobs</a><a href="#charts">Charts</a><a href="#comparison">Best vs baseline</a><a href="#best-report">Best job: cuts and misses</a></nav>
 <main>
 <section id="best"><h2>Best job</h2>
 {% if best %}<p class="best-run" data-run="{{ best.run_id }}" data-value="{{ best.metrics[view.objective]|full }}"><b>{{ best.name }}</b> (job {{ best.job }}): {{ view.objective }} = <b>{{ best.metrics[view.objective]|fmt }}</b>{% if view.objective in best.cis %} (95% CI [{{ best.cis[view.objective][0]|fmt }}, {{ best.cis[view.objective][1]|fmt }}]){% endif %}{% if best.link %} · <a href="{{ best.link }}">its report</a>{% endif %}</p>
 {% else %}<p>No finished job logged {{ view.objective }}.</p>{% endif %}
+</section>
+<section id="top-set"><h2>Top set: not significantly worse than the best</h2>
+{% if view.top_set %}<p>{{ view.top_set|length }} job(s) by {{ view.objective }}; a job leaves the set only when it is shown worse than the best ({{ view.top_test }}).{% if view.top_set|length > 1 %} They are tied on this evidence: the tie-breakers below say which one each rule would ship.{% endif %}</p>
+<table id="top-set-table"><thead><tr><th class="num">job</th><th>run</th><th class="num">{{ view.objective }}</th><th class="num">p</th><th class="num">p (Holm)</th>{% for m in view.tie_metrics %}<th class="num">{{ m }}</th>{% endfor %}</tr></thead><tbody>
+{% for r in view.top_set %}<tr data-job="{{ r.job }}" data-run="{{ r.run_id }}"><td class="num">{{ r.job }}</td><td>{{ r.name }}{% if r.best %} (best){% endif %}</td><td class="num" data-value="{{ r.mean|full }}">{{ r.mean|fmt }}</td><td class="num">{% if r.p is not none %}{{ r.p|fmt(3) }}{% endif %}</td><td class="num">{% if r.p_holm is not none %}{{ r.p_holm|fmt(3) }}{% endif %}</td>{% for m in view.tie_metrics %}<td class="num">{{ r["values"].get(m)|fmt }}</td>{% endfor %}</tr>
+{% endfor %}</tbody></table>
+{% if view.tie_breaks %}<ul id="tie-breaks">{% for b in view.tie_breaks %}<li>{{ b.rule }} ({{ b.metric }}): {% if b.job is not none %}<b>job {{ b.job }} {{ b.name }}</b>{% else %}no member has the value{% endif %}</li>{% endfor %}</ul>{% endif %}
+{% else %}<p>Not available{% if view.top_error %}: {{ view.top_error }}{% endif %}.</p>{% endif %}
 </section>
 <section id="jobs"><h2>Jobs (click a header to sort)</h2>
 <table id="job-table"><thead><tr><th class="sortable num">job</th><th class="sortable">run</th><th class="sortable">status</th><th class="sortable">chunker</th><th class="sortable num">size</th><th class="sortable num">overlap</th><th class="sortable">retriever</th>{% for c in columns %}<th class="sortable num">{{ c }}</th>{% endfor %}<th>report</th></tr></thead><tbody>
@@ -123,6 +131,7 @@ SWEEP = """{% extends "base.html" %}
 </div></section>
 <section id="comparison"><h2>Best against baseline, query by query</h2>
 {% if best and baseline and view.comparison %}
+<p id="baseline-rule">Baseline: {{ view.baseline_rule }}.</p>
 <p>Best <b>{{ best.name }}</b> against baseline <b>{{ baseline.name }}</b> on the same {{ view.comparison[0].n }} queries: mean difference (best − baseline), its {{ ((1 - view.alpha) * 100)|round|int }}% bootstrap CI, the paired sign-flip p-value (Holm-adjusted), and the queries where best is higher / equal / lower.</p>
 <table id="comparison-table"><thead><tr><th>metric</th><th class="num">best</th><th class="num">diff</th><th class="num">CI</th><th class="num">p</th><th class="num">p (Holm)</th><th class="num">W/T/L</th><th></th></tr></thead><tbody>
 {% for r in view.comparison %}<tr data-metric="{{ r.metric }}"><td>{{ r.metric }}</td><td class="num">{{ r.mean|fmt }}</td><td class="num" data-value="{{ r.diff|full }}">{{ r.diff|fmt }}</td><td class="num">[{{ r.ci_low|fmt }}, {{ r.ci_high|fmt }}]</td><td class="num">{{ r.p|fmt(3) }}</td><td class="num">{{ r.p_holm|fmt(3) }}</td><td class="num">{{ r.W }}/{{ r.T }}/{{ r.L }}</td><td>{{ r.sig }}</td></tr>

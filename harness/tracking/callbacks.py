@@ -406,13 +406,92 @@ def parent_for_job(tracking_uri: str) -> tuple[str, int] | None:
     return str(data["run_id"]), int(hc.job.num) + 1
 
 
+def sweep_settings(config: DictConfig, plan: SweepPlan):
+    """The sweep's statistics settings, checked once before any job: ``(TopSetSettings of
+    tracking.top_set, tracking.sweep_baseline)``.
+
+    ``tracking.sweep_baseline`` is null, a job number (1 to the planned job count) or a run id
+    or run name (resolved when the report is made).
+
+    Raises:
+        SweepPlanError: one line naming ``tracking.top_set.<key>`` or ``tracking.sweep_baseline``.
+    """
+    from omegaconf import OmegaConf
+
+    from harness.evaluation.stats import TopSetSettings
+
+    tracking = config.get("tracking") or {}
+    node = tracking.get("top_set")
+    given = OmegaConf.to_container(node, resolve=True) if isinstance(node, DictConfig) else node
+    if given is not None and not isinstance(given, Mapping):
+        raise SweepPlanError(f"tracking.top_set: expected a mapping of alpha, margin, second_metric, n_resamples, seed, got {given!r}")
+    try:
+        settings = TopSetSettings.from_mapping(given)
+    except (TypeError, ValueError) as exc:
+        raise SweepPlanError(str(exc)) from None
+    baseline = tracking.get("sweep_baseline")
+    if baseline is not None:
+        if isinstance(baseline, bool) or not isinstance(baseline, (int, str)) or (isinstance(baseline, str) and not baseline.strip()):
+            raise SweepPlanError(f"tracking.sweep_baseline: expected null, a job number or a run id or name, got {baseline!r}")
+        if isinstance(baseline, int) and not (1 <= baseline <= (plan.n_jobs or baseline)):
+            raise SweepPlanError(f"tracking.sweep_baseline: job {baseline} does not exist; this sweep has jobs 1 to {plan.n_jobs}")
+    return settings, baseline
+
+
+def default_job(plan: SweepPlan, config: DictConfig) -> int | None:
+    """The job (1-based) that runs the configuration the sweep would have run unswept: every
+    swept setting at the value the composed configuration gives it without the sweep (the
+    shipped defaults plus the command line's fixed overrides: ``chunker.chunk_size=254`` of the
+    default recursive chunker, ``retriever=faiss``); None when no job does, or the jobs are not
+    known in advance. A config group's value is its chosen option (``hydra.runtime.choices``)."""
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+    from omegaconf import OmegaConf
+
+    if not plan.jobs or not plan.swept:
+        return None
+    swept = {k for k, _ in plan.swept}
+    choices = dict(config.hydra.runtime.choices) if "runtime" in config.hydra else {}
+    parser = OverridesParser.create()
+    for number, job in enumerate(plan.jobs, 1):
+        try:
+            overrides = parser.parse_overrides(list(job))
+        except Exception:  # noqa: BLE001 - a value the parser cannot read again: no default job
+            return None
+        match = True
+        for o in overrides:
+            key = o.get_key_element()
+            if key not in swept:
+                continue
+            value = o.value()
+            if key in choices:
+                base = choices[key]
+            else:
+                base = OmegaConf.select(config, key, default=None, throw_on_missing=False)
+            value = getattr(value, "text", value)  # a quoted string
+            if type(value) is not type(base) and not (isinstance(value, (int, float)) and isinstance(base, (int, float)) and not isinstance(value, bool)):
+                match = False
+            elif value != base:
+                match = False
+            if not match:
+                break
+        if match:
+            return number
+    return None
+
+
 def lower_is_better(objective: str) -> bool:
     """True for objectives to minimise (``context_tokens@k``: text handed to the generator); every other metric is maximised."""
     return objective.split("@", 1)[0] == "context_tokens"
 
 
 def finish_sweep(
-    tracker, parent_run_id: str, status: str, objective: str, report: bool = True, on_summary: Callable[[Any, int | None], None] | None = None
+    tracker,
+    parent_run_id: str,
+    status: str,
+    objective: str,
+    report: bool = True,
+    on_summary: Callable[..., None] | None = None,
+    top_settings=None,
 ) -> dict[str, int]:
     """Summarise a sweep on its parent run and close it with ``status``.
 
@@ -427,15 +506,20 @@ def finish_sweep(
     the MLflow table ``sweep_summary.json`` (one row per job: job, run name, status, run id,
     objective, recall/precision/IoU/... at every k, chunk count, time, error; read with
     :func:`harness.tracking.runs.metrics_of`, so values kept in a job's metrics table count) and
-    ``sweep_objective.png``; with ``report`` the sweep report ``report.html``
-    (:func:`log_sweep_report`). With a status other than FINISHED, children still RUNNING are
+    ``sweep_objective.png``; the top set (:func:`sweep_top_set`: the jobs not significantly
+    worse than the best, tags ``sweep.top_set``, ``sweep.top_set_jobs``, ``sweep.top_set_size``,
+    ``sweep.top_set_test``, ``sweep.tie_break.<metric key>``; the column ``top_set`` of the
+    summary); with ``report`` the sweep report ``report.html`` (:func:`log_sweep_report`). With a status other than FINISHED, children still RUNNING are
     closed KILLED first. The parent is closed even when the summary fails (the failure is
     then the ``sweep.summary_error`` tag).
 
     Args:
         on_summary: called with the summary table (a DataFrame, the rows of
-            ``sweep_summary.csv``) and the row index of the best job (None when no job
-            has a value), e.g. to print it (:func:`summary_text`).
+            ``sweep_summary.csv``), the row index of the best job (None when no job
+            has a value) and the :class:`SweepTop` (None without a best job), e.g. to print
+            them (:func:`summary_text`).
+        top_settings: the :class:`harness.evaluation.stats.TopSetSettings` of the top set
+            (``tracking.top_set``; default ones when None).
 
     Returns:
         Job counts by status: ``{"FINISHED": n, "FAILED": n, "KILLED": n, "SKIPPED": n, "BUSY": n, "INVALID": n}``.
@@ -497,9 +581,13 @@ def finish_sweep(
                     tracker.set_tags(
                         {re.sub(r"[^A-Za-z0-9_\-. /]", "_", f"sweep.best_retriever.{k}")[:250]: v[:MAX_TAG_VALUE] for k, v in best_retrievers.items()}
                     )
+            top = None
+            if best is not None:
+                top = sweep_top_set(tracker, frame, objective, top_settings)
+                frame["top_set"] = [bool(top.result is not None and int(j) in top.result.members) for j in frame["job"]]
             if on_summary is not None:
                 with contextlib.suppress(Exception):  # printing must never keep the parent open
-                    on_summary(frame, None if best is None else int(best))
+                    on_summary(frame, None if best is None else int(best), top)
             tracker.log_dataframe_csv(frame, "sweep_summary.csv")
             tracker.log_table(frame, "sweep_summary.json")
             from harness.evaluation.plots import objective_figure
@@ -513,7 +601,7 @@ def finish_sweep(
                 objective_figure(labels, values, objective, png, best=None if best is None else int(best), notes=notes, title=title)
                 tracker.log_file(png)
         if report and rows:
-            log_sweep_report(tracker, parent_run_id)
+            log_sweep_report(tracker, parent_run_id, top_settings)
     except Exception as exc:  # noqa: BLE001 - the parent must be closed whatever happens
         try:
             tracker.set_tags({"sweep.summary_error": f"{type(exc).__name__}: {exc}"[:MAX_TAG_VALUE]})
@@ -523,9 +611,10 @@ def finish_sweep(
     return counts
 
 
-def log_sweep_report(tracker, parent_run_id: str) -> None:
+def log_sweep_report(tracker, parent_run_id: str, top_settings=None) -> None:
     """Log the sweep's HTML report as ``report.html`` on its parent run (job table, charts,
-    best job against the first finished job; see :mod:`harness.reporting.sweep`). A failure
+    the top set with its tie-breakers, the best job against the baseline of
+    :func:`harness.reporting.sweep.choose_baseline`; see :mod:`harness.reporting.sweep`). A failure
     is recorded as the tag ``sweep.report_error`` and never fails the sweep."""
     from harness.tracking.tracker import MAX_TAG_VALUE
 
@@ -540,7 +629,9 @@ def log_sweep_report(tracker, parent_run_id: str) -> None:
         os.environ["MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR"] = "false"  # no download bars at the end of the sweep's output
         try:
             with tempfile.TemporaryDirectory() as tmp:
-                view = build_sweep_view(parent, jobs, lambda r: metric_values(r, uri), lambda rid: load_run(uri, rid, tmp), lambda r: report_link(uri, r))
+                view = build_sweep_view(
+                    parent, jobs, lambda r: metric_values(r, uri), lambda rid: load_run(uri, rid, tmp), lambda r: report_link(uri, r), top_settings=top_settings
+                )
             best_report = artifact_text(uri, view.best, "report.html") if view.best else None  # shown inside the sweep's page
         finally:
             if previous is None:
@@ -550,6 +641,129 @@ def log_sweep_report(tracker, parent_run_id: str) -> None:
         tracker.log_text(sweep_report(view, best_report), "report.html")
     except Exception as exc:  # noqa: BLE001 - the report is an extra: the sweep's result stands without it
         tracker.set_tags({"sweep.report_error": f"{type(exc).__name__}: {exc}"[:MAX_TAG_VALUE]})
+
+
+@dataclass(frozen=True)
+class SweepTop:
+    """A sweep's top set as the summary shows it (:func:`sweep_top_set`).
+
+    Attributes:
+        result: the :class:`harness.evaluation.stats.TopSet` (keys: job numbers), or None
+            when it could not be computed.
+        breakers: the :class:`harness.evaluation.compare.TieBreaker` rules (empty for a set of one).
+        names: job number -> run name.
+        error: why the top set is missing (one line), else "".
+    """
+
+    result: Any
+    breakers: tuple
+    names: Mapping[int, str]
+    error: str = ""
+
+
+def sweep_top_set(tracker, frame, objective: str, settings=None) -> SweepTop:
+    """The top set of a finished sweep: the FINISHED or skipped jobs with a value, each job's
+    ``per_query.csv`` read back, tested with :func:`harness.evaluation.compare.top_set_of_runs`
+    (the one boundary: same dataset, same queries), and tagged on the parent run:
+    ``sweep.top_set`` (``job 3 <name> <mean>, ...``), ``sweep.top_set_jobs`` (``3,7``),
+    ``sweep.top_set_size``, ``sweep.top_set_test`` (test, alpha, margin, correction, queries)
+    and, for a set larger than one, ``sweep.tie_break.<metric key>`` (``job 7 <name> (<value>)``)
+    per rule of :func:`harness.evaluation.compare.tie_breakers`. When the tables cannot be paired
+    (another dataset, other queries, a missing table) the tag ``sweep.top_set_error`` says why
+    and the result is None: the sweep still reports its best job.
+
+    Args:
+        tracker: the parent's :class:`harness.tracking.tracker.Tracker` (current run: the parent).
+        frame: the summary table of :func:`finish_sweep`.
+        objective: ``metrics.objective``.
+        settings: :class:`harness.evaluation.stats.TopSetSettings` (None: the defaults).
+    """
+    from harness.evaluation.compare import CompareError, second_metric_for, tie_breakers, top_set_of_runs
+    from harness.evaluation.metrics import mlflow_key
+    from harness.evaluation.stats import TopSetSettings, query_mean
+    from harness.tracking.runs import load_run
+    from harness.tracking.tracker import MAX_TAG_VALUE
+
+    settings = settings or TopSetSettings()
+    key = mlflow_key(objective)
+    done = frame[frame["status"].isin(["FINISHED", "SKIPPED"]) & frame[key].notna()]
+    names = {int(r["job"]): str(r["run_name"]) for _, r in done.iterrows()}
+    previous = os.environ.get("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR")
+    os.environ["MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR"] = "false"  # no download bars at the end of the sweep's output
+    try:
+        with tempfile.TemporaryDirectory() as tmp:
+            runs = {int(r["job"]): load_run(tracker.tracking_uri, str(r["run_id"]), tmp) for _, r in done.iterrows()}
+        result = top_set_of_runs(runs, objective, settings, lower=lower_is_better(objective))
+    except (CompareError, ValueError) as exc:
+        error = f"{type(exc).__name__}: {exc}"[:MAX_TAG_VALUE]
+        tracker.set_tags({"sweep.top_set_error": error})
+        return SweepTop(None, (), names, error)
+    finally:
+        if previous is None:
+            os.environ.pop("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", None)
+        else:
+            os.environ["MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR"] = previous
+    breakers: tuple = ()
+    if len(result.members) > 1:
+        k = objective.rsplit("@", 1)[1] if "@" in objective and objective.rsplit("@", 1)[1].isdigit() else "5"
+        wanted = [f"context_tokens@{k}", second_metric_for(objective, settings.second_metric)]
+        values: dict[int, dict[str, float]] = {}
+        for job in result.members:
+            table = runs[job].per_query
+            values[job] = {m: query_mean(pd_numeric(table[m]), m)[0] for m in wanted if m in table.columns}
+            row = done[done["job"] == job]
+            if "chunks.n_chunks" in row.columns and row["chunks.n_chunks"].notna().any():
+                values[job]["chunks.n_chunks"] = float(row["chunks.n_chunks"].iloc[0])
+        breakers = tuple(tie_breakers(result.members, values, objective, settings.second_metric))
+    top = SweepTop(result, breakers, names)
+    tags = {
+        "sweep.top_set": _cut(", ".join(f"job {j} {names[j]} {result.means[j]:.4f}" for j in result.members), MAX_TAG_VALUE),
+        "sweep.top_set_jobs": _cut(",".join(str(j) for j in result.members), MAX_TAG_VALUE),
+        "sweep.top_set_size": len(result.members),
+        "sweep.top_set_test": f"{settings.test_text()}, {result.n_queries} queries",
+    }
+    for b in breakers:
+        if b.choice is not None:
+            tags[re.sub(r"[^A-Za-z0-9_\-. /]", "_", f"sweep.tie_break.{mlflow_key(b.metric)}")] = _cut(
+                f"job {b.choice} {names[b.choice]} ({b.values[b.choice]:.4f})", MAX_TAG_VALUE
+            )
+    tracker.set_tags(tags)
+    return top
+
+
+def pd_numeric(column):
+    """A per-query column as floats (a value that is not a number becomes NaN, scored 0 by :func:`harness.evaluation.stats.query_mean`)."""
+    import pandas as pd
+
+    return pd.to_numeric(column, errors="coerce").to_numpy(dtype=float)
+
+
+def _cut(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def top_set_lines(top: SweepTop | None, objective: str) -> list[str]:
+    """The console lines of a sweep's top set: ``top set by recall@5 (not significantly worse than
+    the best: <test>; n queries): job 3 <name> 0.7871 (best), job 7 <name> 0.7863 (p_holm=0.97)``
+    and, for a set larger than one, ``tie-breakers among the 2 jobs of the top set: fewest context
+    tokens (context_tokens@5): job 7 <name> (612.0); fewest chunks ...; best context_precision@5: ...``."""
+    if top is None:
+        return []
+    if top.result is None:
+        return [f"top set by {objective}: not computed ({top.error})"]
+    r = top.result
+    parts = []
+    for j in r.members:
+        note = "best" if j == r.best else f"p_holm={r.p_holm[j]:.3g}"
+        parts.append(f"job {j} {top.names.get(j, '')} {r.means[j]:.4f} ({note})")
+    lines = [f"top set by {objective} (not significantly worse than the best: {r.settings.test_text()}; {r.n_queries} queries): {', '.join(parts)}"]
+    if top.breakers:
+        rules = []
+        for b in top.breakers:
+            choice = "no value" if b.choice is None else f"job {b.choice} {top.names.get(b.choice, '')} ({b.values[b.choice]:.4f})"
+            rules.append(f"{b.rule} ({b.metric}): {choice}")
+        lines.append(f"tie-breakers among the {len(r.members)} jobs of the top set: {'; '.join(rules)}")
+    return lines
 
 
 def best_retriever_per_chunker(rows, key: str, lower: bool = False) -> dict[str, str]:
@@ -584,8 +798,9 @@ def best_retriever_per_chunker(rows, key: str, lower: bool = False) -> dict[str,
     return out
 
 
-def summary_text(frame, best: int | None, objective: str, width: int = 8) -> str:
-    """The sweep's jobs as a text table, best first, and a last line naming the best job.
+def summary_text(frame, best: int | None, objective: str, width: int = 8, top: SweepTop | None = None) -> str:
+    """The sweep's jobs as a text table, best first, a line naming the best job, then the top
+    set and its tie-breakers (:func:`top_set_lines`) when ``top`` is given.
 
     Args:
         frame: the summary table of :func:`finish_sweep` (``job``, ``run_name``, ``status``,
@@ -631,10 +846,11 @@ def summary_text(frame, best: int | None, objective: str, width: int = 8) -> str
             if isinstance(frame.at[i, "error"], str) and frame.at[i, "error"]:
                 lines.append(f"job {int(frame.at[i, 'job'])} {frame.at[i, 'status']}: {frame.at[i, 'error']}")
     if best is not None:
-        top = frame.loc[best]
-        lines.append(f"best by {objective}: job {int(top['job'])} {top['run_name']} ({objective} {float(top[key]):.4f}, run {top['run_id']})")
+        row = frame.loc[best]
+        lines.append(f"best by {objective}: job {int(row['job'])} {row['run_name']} ({objective} {float(row[key]):.4f}, run {row['run_id']})")
     else:
         lines.append(f"best by {objective}: none (no job has a value)")
+    lines += top_set_lines(top, objective)
     return "\n".join(lines)
 
 
@@ -701,9 +917,18 @@ class SweepRunCallback(Callback):
         self._interrupted = False
         self._previous: dict[int, Any] = {}
         self._report = True
+        self._top_settings = None
 
     def __getstate__(self) -> dict:
-        return {"_tracker": None, "_parent": None, "_objective": self._objective, "_interrupted": False, "_previous": {}, "_report": self._report}
+        return {
+            "_tracker": None,
+            "_parent": None,
+            "_objective": self._objective,
+            "_interrupted": False,
+            "_previous": {},
+            "_report": self._report,
+            "_top_settings": self._top_settings,
+        }
 
     # ------------------------------------------------------------------ Hydra hooks
 
@@ -727,6 +952,7 @@ class SweepRunCallback(Callback):
 
         try:
             plan = plan_of(config.hydra, _config_loader())
+            top_settings, baseline = sweep_settings(config, plan)
         except SweepPlanError as exc:
             raise SweepRefused(str(exc)) from None
         root = config.paths.root  # the project folder (``${project_root:}``)
@@ -754,6 +980,13 @@ class SweepRunCallback(Callback):
         }
         if plan.n_jobs is not None:
             tags["sweep.jobs"] = plan.n_jobs
+        self._top_settings = top_settings
+        tags["sweep.top_set_settings"] = json.dumps(top_settings.to_dict(), sort_keys=True)
+        if baseline is not None:
+            tags["sweep.baseline"] = str(baseline)
+        default = default_job(plan, config)
+        if default is not None:
+            tags["sweep.default_job"] = default
         grid = plan.grid_text()
         if grid:
             tags["sweep.grid"] = grid if len(grid) <= MAX_TAG_VALUE else grid[: MAX_TAG_VALUE - 3] + "..."
@@ -808,7 +1041,13 @@ class SweepRunCallback(Callback):
         objective = self._objective
         with signals_deferred():  # a Ctrl-C inside the summary would leave the parent RUNNING
             counts = finish_sweep(
-                tracker, parent, status, objective, report=self._report, on_summary=lambda frame, best: tables.append(summary_text(frame, best, objective))
+                tracker,
+                parent,
+                status,
+                objective,
+                report=self._report,
+                on_summary=lambda frame, best, top: tables.append(summary_text(frame, best, objective, top=top)),
+                top_settings=self._top_settings,
             )
         done = ", ".join(f"{n} {s.lower()}" for s, n in counts.items() if n)
         if tables:
