@@ -1,4 +1,10 @@
-"""``python -m harness.datasets validate <path> [--format FORMAT]``: check a dataset.
+"""``harness datasets validate|audit <path> [--format FORMAT]``: check a dataset, audit its labels.
+
+``audit`` lists, per query, retrieved statements that likely state the answer but are not
+labelled, side by side with the labelled evidence (method: :mod:`harness.evaluation.audit`;
+the BM25 ranking it reads: :mod:`harness.experiment.audit`); ``--out FILE.json|FILE.csv``
+writes every candidate as a record. Exits 0 (candidates are findings, not errors) or 1
+when the dataset cannot be loaded.
 
 Formats and how ``<path>`` is recognised when ``--format`` is not given:
 
@@ -137,6 +143,59 @@ def validate(path: str, fmt: str | None = None, split: str = "test", show: int =
     return 0
 
 
+def _cell(text: str, width: int) -> str:
+    flat = " ".join(text.split())
+    return flat if len(flat) <= width else flat[: width - 1] + "…"
+
+
+def audit_labels(path: str, fmt: str | None = None, split: str = "test", k: int = 10, chunk_size: int = 1000, out: str | None = None, width: int = 70) -> int:
+    """Audit the labels of the dataset at ``path``: print the candidates per query; write ``out``."""
+    import csv
+    import json
+
+    from harness.evaluation.audit import AuditRule
+    from harness.experiment.audit import audit_dataset
+
+    root = Path(path)
+    if out is not None and Path(out).suffix.lower() not in (".json", ".csv"):
+        print(f"INVALID: --out must end in .json or .csv, got {out!r}", file=sys.stderr)
+        return 1
+    try:
+        rule = AuditRule(k=k)
+        fmt = fmt or _detect(root)
+        ds, _ = _load(root, fmt, split)
+        found = audit_dataset(ds, rule, chunk_size=chunk_size)
+    except (DatasetError, ValueError) as exc:
+        print(f"INVALID: {exc}", file=sys.stderr)
+        return 1
+    records = [c.record() for cs in found.values() for c in cs]
+    flagged = [qid for qid, cs in found.items() if cs]
+    print(f"label audit of {ds.name!r}: BM25 top {k} over {chunk_size}-character chunks; {len(records)} candidate(s) in {len(flagged)} of {len(found)} queries")
+    for qid in flagged:
+        cs = found[qid]
+        print(f"\n{qid}: {_cell(cs[0].question, 2 * width)}")
+        for c in cs:
+            ev = c.evidence
+            print(f"  labelled  {ev.doc_id}:{ev.start}-{ev.end}  {_cell(ev.text, width)}")
+            print(f"  candidate {c.doc_id}:{c.start}-{c.end} (rank {c.rank})  {_cell(c.text, width)}")
+            shared = ", ".join(c.overlap.shared_values) or "-"
+            print(f"  shares    values: {shared}; words {c.overlap.word_share:.0%} of the evidence's ({', '.join(c.overlap.shared_words[:8])})")
+    if out is not None:
+        target = Path(out)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        if target.suffix.lower() == ".json":
+            target.write_text(json.dumps(records, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
+        else:
+            fields = list(records[0]) if records else ["query_id"]
+            with target.open("w", encoding="utf-8", newline="") as fh:
+                writer = csv.DictWriter(fh, fieldnames=fields)
+                writer.writeheader()
+                for r in records:
+                    writer.writerow({key: ";".join(v) if isinstance(v, list) else v for key, v in r.items()})
+        print(f"\nwrote {len(records)} record(s) to {target}")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m harness.datasets", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = parser.add_subparsers(dest="command", required=True)
@@ -145,7 +204,16 @@ def main(argv: list[str] | None = None) -> int:
     v.add_argument("--format", choices=list(FORMATS), default=None)
     v.add_argument("--split", default="test", help="BEIR qrels split (qrels/<split>.tsv)")
     v.add_argument("--show", type=int, default=10, help="how many problems to list")
+    a = sub.add_parser("audit", help="list retrieved statements that likely state an answer but are not labelled")
+    a.add_argument("path")
+    a.add_argument("--format", choices=list(FORMATS), default=None)
+    a.add_argument("--split", default="test", help="BEIR qrels split (qrels/<split>.tsv)")
+    a.add_argument("--k", type=int, default=10, help="ranked chunks searched per query (default 10)")
+    a.add_argument("--chunk-size", type=int, default=1000, help="chunk size in characters for the BM25 ranking (default 1000)")
+    a.add_argument("--out", default=None, help="also write every candidate to FILE.json or FILE.csv")
     args = parser.parse_args(argv)
+    if args.command == "audit":
+        return audit_labels(args.path, args.format, split=args.split, k=args.k, chunk_size=args.chunk_size, out=args.out)
     return validate(args.path, args.format, split=args.split, show=args.show)
 
 

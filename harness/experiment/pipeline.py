@@ -21,6 +21,7 @@ import pandas as pd
 
 from harness.chunkers.base import Chunker
 from harness.evaluation import diagnostics as dg
+from harness.evaluation.audit import AuditRule, audit, misses_with_candidate
 from harness.evaluation.metrics import chroma, is_metric_name, parse_name
 from harness.evaluation.metrics import span as sp
 from harness.evaluation.metrics.budget import budget_recall
@@ -516,7 +517,9 @@ def diagnose(
     """Miss reasons and chunk-set statistics (see :mod:`harness.evaluation.diagnostics`).
 
     Adds a ``miss_reason_at_<k>`` column per k to ``per_query`` and the reason shares to
-    ``means`` (in place). Truncation counts only when ``embeds_chunks`` (the retriever
+    ``means`` (in place), with ``diagnostics.miss_with_candidate@<k>``: the share of queries
+    missed at k whose top k holds a likely unlabelled statement of the answer
+    (:func:`harness.evaluation.audit.misses_with_candidate` over the scored ranking). Truncation counts only when ``embeds_chunks`` (the retriever
     embeds the chunks; BM25 reads whole texts).
 
     Returns:
@@ -534,6 +537,8 @@ def diagnose(
     for k in ks:  # no "@" in the column name: these are labels, not metrics to average
         per_query[f"miss_reason_at_{k}"] = [reasons[q.query_id][k] or "" for q in dataset.queries]
     means.update(dg.aggregate_reasons(reasons, ks))
+    candidates = audit(dataset.queries, dataset.by_id, scored, AuditRule(k=max(ks))) if ks else {}
+    means.update(misses_with_candidate(reasons, candidates, ks))
     stats = dg.chunk_set_statistics(dataset.documents, chunks, counter, max_seq_length, dataset.queries, token_counts=chunk_tokens)
     return reasons, stats, chunk_tokens
 

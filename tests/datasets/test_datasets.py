@@ -192,7 +192,7 @@ def test_validate_command_reports_counts_and_failures(tmp_path, capsys):
 
     assert main(["validate", str(KESTREL_PATH)]) == 0
     out = capsys.readouterr().out
-    assert "queries:         191" in out and "239/239" in out
+    assert "queries:         191" in out and "303/303" in out
     dst = _copy_kestrel(tmp_path)
     (dst / "corpus" / "faq.md").write_text("shortened\n", encoding="utf-8")
     assert main(["validate", str(dst)]) == 1

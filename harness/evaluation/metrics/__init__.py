@@ -415,6 +415,13 @@ RUN_VALUES: tuple[RunValue, ...] = (
         "queries missed at k for each reason, and for any (harness.evaluation.diagnostics)",
     ),
     RunValue(
+        r"diagnostics\.miss_with_candidate" + _AT,
+        "diagnostics.miss_with_candidate@5",
+        "[0, 1]",
+        "share of queries",
+        "queries missed at k whose top k holds a likely unlabelled statement of the answer (harness.evaluation.audit; <= diagnostics.missed@k)",
+    ),
+    RunValue(
         r"chunks\.(coverage|coverage_nonspace|single_chunk_documents|evidence_contained_rate|boundary_split_rate|evidence_uncovered_rate|truncated_fraction|degenerate_chunking)",
         "chunks.coverage",
         "[0, 1]",
