@@ -555,7 +555,7 @@ def list_runs(
 
 
 #: Columns of the listing that are not metrics (sorting by one never reads metrics tables).
-_TEXT_COLUMNS = ("chunker", "size", "overlap", "unit", "retriever", "time_s", "run", "run_id", "status")
+_TEXT_COLUMNS = ("chunker", "size", "cut", "overlap", "unit", "retriever", "time_s", "run", "run_id", "status")
 
 
 def annotate_run(
