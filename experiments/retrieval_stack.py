@@ -6,10 +6,12 @@ retrieval; the all-MiniLM-L6-v2 and static model2vec embeddings) on ``kestrel_kb
 prints recall@5 per chunker, embedding and retriever as one markdown table. Every job is an
 ordinary tracked run, so a second call only reads the runs back.
 
-The cross-encoder: ``--cross-encoder FOLDER`` (any sentence-transformers CrossEncoder
-folder). Without it, one is built locally from the packaged MiniLM weights with an
-untrained scoring head: it exercises the plumbing, and its rerank column says nothing about
-what a trained reranker does.
+The cross-encoder: ``--cross-encoder FOLDER`` (a trained sentence-transformers CrossEncoder
+folder, e.g. a download of ``cross-encoder/ms-marco-MiniLM-L6-v2``). Without it the rerank
+grid runs only with ``--plumbing``, over a cross-encoder built locally from the packaged
+MiniLM weights with an untrained scoring head: that exercises the plumbing, and the table
+never shows its numbers (they say nothing about what a trained reranker does). A retriever
+that no listed run used has no column.
 
 Usage (from the project root)::
 
@@ -28,6 +30,10 @@ from harness.experiment.build import PROJECT_ROOT
 DATASETS = {"kestrel_kb": [], "chroma_general": ["dataset=chroma_general", f"dataset.path={PROJECT_ROOT.parent / 'shared' / 'datasets' / 'chroma_general'}"]}
 RETRIEVERS = ("faiss", "bm25", "hybrid", "rerank")
 EMBEDDINGS = {"minilm": "sentence_transformers", "static": "model2vec"}  # run tag "embedding" = <backend>/<model>
+
+
+#: Folder name of the plumbing cross-encoder (under ``<cache.dir>/models/``); runs over it are left out of the table.
+PLUMBING_FOLDER = "plumbing-cross-encoder"
 
 
 def plumbing_cross_encoder(folder: Path) -> Path:
@@ -51,24 +57,31 @@ def run(overrides: list[str]) -> None:
 
 def table(uri: str) -> str:
     """recall@5 per dataset, chunking, embedding and retriever from the FINISHED runs in ``uri``."""
-    from harness.tracking.runs import search_runs
+    from harness.tracking.runs import UnknownExperiment, search_runs
 
     cells: dict[tuple[str, str, str, str], float] = {}
     for dataset in DATASETS:
-        for r in search_runs(uri, dataset, "attributes.status = 'FINISHED'"):
+        try:
+            found = search_runs(uri, dataset, "attributes.status = 'FINISHED'")
+        except UnknownExperiment:  # that dataset was not run: its cells stay empty
+            found = []
+        for r in found:
             retriever, embedding = r.tags.get("retriever", ""), r.tags.get("embedding", "")
             if retriever not in RETRIEVERS or "recall_at_5" not in r.metrics:
                 continue
+            if retriever == "rerank" and Path(r.params.get("retriever.model", "")).name == PLUMBING_FOLDER:
+                continue  # an untrained scoring head: its numbers are not a rerank result
             chunking = r.name.rsplit("-" + retriever, 1)[0]  # the name without retriever and embedding suffixes
             label = next((k for k, v in EMBEDDINGS.items() if embedding.split("/")[0] == v), embedding)
             cells.setdefault((dataset, chunking, label, retriever), r.metrics["recall_at_5"])
     rows = sorted({(c, e) for _, c, e, _ in cells})
-    head = ["chunking", "embedding"] + [f"{d} {r}" for d in DATASETS for r in RETRIEVERS]
+    used = [r for r in RETRIEVERS if any(key[3] == r for key in cells)]
+    head = ["chunking", "embedding"] + [f"{d} {r}" for d in DATASETS for r in used]
     lines = ["| " + " | ".join(head) + " |", "|---|---|" + "---:|" * (len(head) - 2)]
     for chunking, emb in rows:
         values = []
         for d in DATASETS:
-            scored = {r: cells.get((d, chunking, emb, r)) for r in RETRIEVERS}
+            scored = {r: cells.get((d, chunking, emb, r)) for r in used}
             best = max((v for v in scored.values() if v is not None), default=None)
             values += ["" if v is None else (f"**{v:.4f}**" if v == best else f"{v:.4f}") for v in scored.values()]
         lines.append(f"| `{chunking}` | {emb} | " + " | ".join(values) + " |")
@@ -77,7 +90,8 @@ def table(uri: str) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--cross-encoder", metavar="FOLDER", help="a CrossEncoder folder for retriever=rerank (default: a plumbing model built locally)")
+    parser.add_argument("--cross-encoder", metavar="FOLDER", help="a trained CrossEncoder folder for retriever=rerank (default: no rerank grid)")
+    parser.add_argument("--plumbing", action="store_true", help="without --cross-encoder: run the rerank grid over an untrained head (left out of the table)")
     parser.add_argument("--table-only", action="store_true", help="print the table of the runs already in the store")
     parser.add_argument("--candidates", type=int, default=20, help="first-stage candidates the reranker re-scores per query")
     parser.add_argument("overrides", nargs="*", help="Hydra overrides for every job, e.g. tracking.uri=... cache.dir=...")
@@ -89,9 +103,11 @@ def main(argv: list[str] | None = None) -> int:
         uri = resolve_tracking_uri(None, PROJECT_ROOT)
     if not args.table_only:
         cache = next((Path(o.split("=", 1)[1]) for o in args.overrides if o.startswith("cache.dir=")), PROJECT_ROOT / ".cache")
-        model = Path(args.cross_encoder) if args.cross_encoder else plumbing_cross_encoder(cache / "models" / "plumbing-cross-encoder")
+        model = Path(args.cross_encoder) if args.cross_encoder else plumbing_cross_encoder(cache / "models" / PLUMBING_FOLDER) if args.plumbing else None
         for dataset, extra in DATASETS.items():
             run(["experiment=retrieval_stack", *extra, *args.overrides])
+            if model is None:
+                continue
             run(
                 [
                     "chunker=fixed,recursive",

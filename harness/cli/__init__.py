@@ -25,6 +25,7 @@ from __future__ import annotations
 import importlib
 import os
 import sys
+import warnings
 from typing import Sequence
 
 #: Command name -> one-line summary (``harness --help``).
@@ -42,13 +43,29 @@ COMMANDS: dict[str, str] = {
 }
 
 
+def format_warning(message, category, filename, lineno, line=None) -> str:
+    """A warning as the harness's commands print it: ``warning: <message>`` on one line
+    (whitespace and line breaks folded), never the source line Python adds. A category other
+    than ``UserWarning`` (what the harness warns with) keeps its name and origin:
+    ``warning: <message> (FutureWarning, transformers/x.py:12)``. Same arguments as
+    :func:`warnings.formatwarning`, which :func:`prepare_process` replaces with it."""
+    text = " ".join(str(message).split())
+    if category is UserWarning:
+        return f"warning: {text}\n"
+    where = "/".join(str(filename).replace("\\", "/").split("/")[-2:])
+    return f"warning: {text} ({getattr(category, '__name__', category)}, {where}:{lineno})\n"
+
+
 def prepare_process() -> None:
     """Process defaults every command sets before importing the heavy libraries.
 
     Offline model loading (the weights come from an installed package), no tokenizer
     thread pools forked into workers, no usage statistics from Ray. Values the user set
-    in the environment win (``os.environ.setdefault``).
+    in the environment win (``os.environ.setdefault``). Warnings print as one line
+    (:func:`format_warning`; only the formatting changes: filters, and the recording of
+    ``warnings.catch_warnings(record=True)``, are untouched).
     """
+    warnings.formatwarning = format_warning
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")

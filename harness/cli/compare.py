@@ -97,7 +97,12 @@ def _parser() -> argparse.ArgumentParser:
             "With two or more run ids: paired comparison on the same queries; the first run is the baseline."
         ),
     )
-    p.add_argument("runs", nargs="*", metavar="RUN_ID", help="MLflow run ids; the first is the baseline (none: list runs)")
+    p.add_argument(
+        "runs",
+        nargs="*",
+        metavar="RUN_ID",
+        help="MLflow run ids or unique prefixes (the 8 characters tables show); the first is the baseline (none: list runs)",
+    )
     p.add_argument("--tracking-uri", default=None, help="MLflow tracking URI (default: $MLFLOW_TRACKING_URI, else the project store)")
     ls = p.add_argument_group("listing (no run ids)")
     ls.add_argument("--experiment", default=None, help="experiment name (default: the one `harness run` logs to: tracking.experiment, else the dataset's name)")
@@ -166,7 +171,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     uri = _tracking_uri(args.tracking_uri)
     try:
         with tempfile.TemporaryDirectory() as tmp:
-            runs = [load_run(uri, run_id, tmp) for run_id in args.runs]
+            runs = [load_run(uri, run_id, tmp) for run_id in args.runs]  # a run id or any unique prefix of one
+        same = [(given, r.run_id) for given, r in zip(args.runs, runs) if [x.run_id for x in runs].count(r.run_id) > 1]
+        if same:
+            raise CompareError(f"{' and '.join(repr(g) for g, _ in same)} name the same run {same[0][1]}; give each run once")
         check_comparable(runs)
         metrics = select_metrics(runs, args.metrics)
         tables = compare_runs(runs, metrics, n_resamples=args.resamples, seed=args.seed, alpha=args.alpha)

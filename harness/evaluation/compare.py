@@ -327,6 +327,33 @@ def _first(values: Mapping[str, str], keys: Sequence[str]):
     return None
 
 
+#: Param of a chunker that cuts where the content changes (``chunker=semantic``): its runs
+#: list their cut rule in the ``cut`` column and their ``max_chunk_size`` is a cap, not a size.
+BREAKPOINT_PARAM = "chunker.breakpoint"
+#: Breakpoint mode -> the param holding its cut-off (other modes: ``breakpoint_amount``).
+_CUTOFF_PARAMS = {"threshold": "chunker.threshold", "percentile": "chunker.percentile"}
+
+
+def cut_rule(params: Mapping[str, str]) -> str | None:
+    """How a content-cut run chose its boundaries, as text (``threshold 0.7, max 254``;
+    ``interquartile, target 200, max 254``), from its logged chunker params; None for a run
+    without :data:`BREAKPOINT_PARAM` (its ``size`` column says it all). Sizes are in the
+    run's tokens (``chunker.tokenizer``)."""
+    mode = _first(params, (BREAKPOINT_PARAM,))
+    if mode is None:
+        return None
+    cutoff = _first(params, (_CUTOFF_PARAMS.get(mode, "chunker.breakpoint_amount"),))
+    parts = [f"{mode} {cutoff}" if cutoff is not None else str(mode)]
+    groups, target, cap = (_first(params, (f"chunker.{k}",)) for k in ("number_of_chunks", "target_chunk_size", "max_chunk_size"))
+    if groups is not None:
+        parts.append(f"{groups} groups")
+    if target is not None:
+        parts.append(f"target {target}")
+    if cap is not None:
+        parts.append(f"max {cap}")
+    return ", ".join(parts)
+
+
 def _number(text):
     """An integer-valued param as int, another number as float, anything else unchanged."""
     if text is None:
@@ -362,7 +389,9 @@ def runs_table(
 
     Columns: ``chunker`` and ``retriever`` (the run's tags), ``size``, ``overlap``,
     ``unit`` (from the chunker params: the first of :data:`SIZE_PARAMS` /
-    :data:`OVERLAP_PARAMS` a run has; sizes are in ``unit``), ``recall@k``,
+    :data:`OVERLAP_PARAMS` a run has; sizes are in ``unit``), ``cut`` after ``size`` when a
+    listed run cuts by content (:func:`cut_rule`; such a run's ``size`` is its
+    ``target_chunk_size``, empty when unset, never its ``max_chunk_size`` cap), ``recall@k``,
     ``precision@k``, ``context_precision@k``, ``iou@k`` (the logged means, in [0, 1]),
     ``time_s`` (``time.total_s``: seconds from start to logged), ``run`` (run name),
     ``run_id`` and, with ``with_status``, ``status``. A cell is empty (NaN/None) when the
@@ -387,9 +416,12 @@ def runs_table(
     rows, extra = [], []
     for run in runs:
         m, p, t = run.metrics, run.params, run.tags
+        cut = cut_rule(p)
         row = {
             "chunker": t.get("chunker"),
-            "size": _number(_first(p, SIZE_PARAMS)),
+            # a content-cut run's max_chunk_size is a cap: its size is the target, if any
+            "size": _number(_first(p, ("chunker.target_chunk_size",) if cut is not None else SIZE_PARAMS)),
+            "cut": cut,
             "overlap": _number(_first(p, OVERLAP_PARAMS)),
             "unit": p.get("chunker.unit"),
             "retriever": t.get("retriever"),
@@ -402,7 +434,9 @@ def runs_table(
             row["status"] = run.status
         rows.append(row)
         extra.append({**m, "_start": run.start_time or 0})
-    columns = ["chunker", "size", "overlap", "unit", "retriever", *metric_keys, "time_s", "run", "run_id"] + (["status"] if all_statuses else [])
+    with_cut = any(row["cut"] is not None for row in rows)
+    columns = ["chunker", "size", *(["cut"] if with_cut else []), "overlap", "unit", "retriever", *metric_keys, "time_s", "run", "run_id"]
+    columns += ["status"] if all_statuses else []
     table = pd.DataFrame(rows, columns=columns)
     if table.empty:
         return table
@@ -416,7 +450,7 @@ def runs_table(
 
     sort = sort or f"recall@{k}"
     if sort in table.columns:
-        text_columns = ("chunker", "unit", "retriever", "run", "run_id", "status")
+        text_columns = ("chunker", "cut", "unit", "retriever", "run", "run_id", "status")
         key = table[sort] if sort in text_columns else pd.to_numeric(table[sort], errors="coerce").astype("float64")
     else:
         logged = sort if any(sort in e for e in extra) else mlflow_key(sort)

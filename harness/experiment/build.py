@@ -61,10 +61,32 @@ def _hashed_as_neutral(data: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+def corpus_name(path: Any, default: str) -> str:
+    """Name of the corpus at ``path``: its last path part, a ``.json`` / ``.jsonl`` suffix
+    removed (``/data/harbour_docs/`` -> ``harbour_docs``, ``dev-v2.0.json`` -> ``dev-v2.0``);
+    ``default`` when ``path`` is None, empty or has no last part (``/``).
+
+    The ``${corpus_name:${.path},<group>}`` resolver of the dataset configs that take a
+    ``path`` (beir, excerpts, folder, squad): their ``dataset.name``, and so the MLflow
+    experiment (:func:`harness.tracking.runs.experiment_name`), follows the corpus instead
+    of being the group's name for every corpus. Purely textual: the file system is not read.
+    """
+    if path is None or not str(path).strip():
+        return str(default)
+    name = Path(str(path).rstrip("/")).name
+    for suffix in (".jsonl", ".json"):
+        if name.endswith(suffix):
+            name = name[: -len(suffix)]
+            break
+    return name or str(default)
+
+
 def register_resolvers() -> None:
-    """Register ``${project_root:}`` for configs (idempotent)."""
+    """Register ``${project_root:}`` and ``${corpus_name:PATH,DEFAULT}`` (:func:`corpus_name`) for configs (idempotent)."""
     if not OmegaConf.has_resolver("project_root"):
         OmegaConf.register_new_resolver("project_root", lambda: str(PROJECT_ROOT))
+    if not OmegaConf.has_resolver("corpus_name"):
+        OmegaConf.register_new_resolver("corpus_name", corpus_name)
 
 
 def to_container(cfg: DictConfig) -> dict[str, Any]:

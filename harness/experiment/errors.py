@@ -218,6 +218,33 @@ def from_exception(exc: BaseException, group: str, node: Any = None) -> ConfigEr
     return ConfigError(message if group in message or "." in message.split(" ", 1)[0] else f"{group}: {message}")
 
 
+def group_setting(key: str, root) -> str | None:
+    """What a top-level ``key`` that is not a top-level key of ``root`` (the composed config)
+    probably meant: ``group.key`` for every config group that has the setting ``key``
+    (``chunk_size`` -> ``chunker.chunk_size``; several joined by `` or ``), else the closest
+    ``group.setting`` by :func:`did_you_mean`'s rule when the key is misspelt as well
+    (``chunk_sise`` -> ``chunker.chunk_size``), else None (then the group names are the better
+    guess, as when a top-level key is at least as close: ``chunkr`` -> ``chunker``).
+    Hydra's own ``hydra`` group and ``_target_`` are never suggested."""
+    groups = []
+    for name in root.keys():
+        if str(name) == "hydra":
+            continue
+        node = root._get_node(name)  # the node itself: no interpolation is resolved here
+        if node is not None and hasattr(node, "keys"):
+            groups.append((str(name), [str(k) for k in node.keys() if str(k) != "_target_"]))
+    exact = [f"{g}.{key}" for g, keys in groups if key in keys]
+    if exact:
+        return " or ".join(exact)
+    close = difflib.get_close_matches(str(key), [k for _, keys in groups for k in keys], n=1)
+    if not close:
+        return None
+    ratio = lambda a: difflib.SequenceMatcher(None, str(key), a).ratio()  # noqa: E731 - difflib's own score
+    if any(ratio(str(name)) >= ratio(close[0]) for name in root.keys()):
+        return None  # a top-level key is as close: a misspelt group (chunkr -> chunker)
+    return " or ".join(f"{g}.{close[0]}" for g, keys in groups if close[0] in keys)
+
+
 def hydra_error_line(exc: BaseException) -> str | None:
     """One line for a Hydra composition error, or None when ``exc`` is not one.
 
@@ -240,6 +267,10 @@ def hydra_error_line(exc: BaseException) -> str | None:
         prefix = head + "." if head else ""
         if known and key not in known:
             listed = [k for k in known if k != "_target_"]
+            if not head:
+                meant = group_setting(key, parent)
+                if meant:
+                    return f"{full_key}: unknown setting; did you mean {meant}? (a group's settings are written group.key; groups: {', '.join(listed)})"
             return f"{full_key}: unknown setting{did_you_mean(key, listed, prefix)} ({head or 'config'} settings: {', '.join(listed)})"
         return f"{full_key}: {one_line(str(cause).split('full_key:')[0])}"
     if isinstance(exc, MissingConfigException) and getattr(exc, "options", None):

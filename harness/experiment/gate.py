@@ -48,6 +48,7 @@ import datetime as _dt
 import json
 import math
 import os
+import re
 import sys
 import tempfile
 from dataclasses import dataclass
@@ -667,6 +668,89 @@ def format_report(gate: Gate, baseline: Baseline, results: pd.DataFrame, flips: 
     return "\n".join(lines)
 
 
+_XML_ILLEGAL = re.compile("[^\u0009\u000a\u000d\u0020-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
+
+
+def _xml_text(value: Any) -> str:
+    """``value`` as text XML 1.0 can hold: characters it forbids (control characters) become U+FFFD."""
+    return _XML_ILLEGAL.sub("\ufffd", str(value))
+
+
+def _flip_lines(flips: pd.DataFrame, metric: str) -> list[str]:
+    """One line ``<query_id>: <question>`` per query that flipped from hit to miss for ``metric``."""
+    out = []
+    for r in flips.to_dict(orient="records"):
+        if metric in [m.strip() for m in str(r["metrics"]).split(",")]:
+            question = " ".join(str(r["query"]).split())
+            out.append(f"{r['query_id']}: {question}")
+    return out
+
+
+def junit_xml(gate: Gate | None, results: pd.DataFrame | None, flips: pd.DataFrame | None, error: str | None = None, seconds: float = 0.0) -> str:
+    """The gate's verdict as JUnit XML (the format CI systems show as test results).
+
+    One ``<testsuite name="harness check">`` in a ``<testsuites>`` root, one ``<testcase>``
+    per guarded metric (``classname`` ``gate.<gate file stem>``, ``name`` the metric, in the
+    gate file's order). A failing metric holds a ``<failure>`` whose ``message`` gives the
+    mean difference, CI, p, alpha and margin and whose text lists the queries that flipped
+    from hit to miss for it, one ``<query_id>: <question>`` a line; a passing metric lists
+    its flips (if any) in ``<system-out>``. When the gate could not be evaluated (exit 2)
+    pass ``error``: a single ``<testcase name="gate">`` holds an ``<error>`` with it.
+    Characters XML 1.0 forbids are replaced by U+FFFD, so the output always parses.
+
+    Args:
+        gate: the gate (None with ``error``).
+        results, flips: :func:`evaluate_gate`'s tables (None with ``error``).
+        error: the one-line reason the gate could not be evaluated.
+        seconds: wall time of the check, written as ``time`` (seconds).
+
+    Returns:
+        The XML document as text (UTF-8 declaration included).
+    """
+    import xml.etree.ElementTree as ET
+
+    classname = f"gate.{gate.path.stem}" if gate is not None else "gate"
+    root = ET.Element("testsuites", name="harness check")
+    suite = ET.SubElement(root, "testsuite", name="harness check")
+    n_failures = n_errors = 0
+    cases = []
+    if error is not None or results is None:
+        case = ET.Element("testcase", classname=classname, name="gate", time="0")
+        ET.SubElement(case, "error", message=_xml_text(error or "the gate was not evaluated"), type="GateError")
+        cases.append(case)
+        n_errors = 1
+    else:
+        level = round(100 * (1 - 2 * gate.alpha), 6)
+        for r in results.to_dict(orient="records"):
+            case = ET.Element("testcase", classname=classname, name=_xml_text(r["metric"]), time="0")
+            lines = _flip_lines(flips, r["metric"]) if flips is not None else []
+            numbers = (
+                f"diff {r['diff']:+.4f} (baseline {r['baseline']:.4f}, candidate {r['candidate']:.4f}), "
+                f"{level:g}% CI [{r['ci_low']:+.4f}, {r['ci_high']:+.4f}], p {r['p']:.4f}, alpha {gate.alpha:g}, margin {r['margin']:g}, "
+                f"W/T/L {r['W']}/{r['T']}/{r['L']}"
+            )
+            if r["verdict"] == "fail":
+                n_failures += 1
+                failure = ET.SubElement(case, "failure", message=_xml_text(f"{r['metric']} not shown non-inferior: {numbers}"), type="regression")
+                head = (
+                    f"{len(lines)} queries flipped from hit (> 0 in the baseline) to miss (0 in the candidate):"
+                    if lines
+                    else "no query flipped from hit to miss"
+                )
+                failure.text = _xml_text("\n".join([head, *lines]))
+            elif lines:
+                ET.SubElement(case, "system-out").text = _xml_text("\n".join([f"{len(lines)} queries flipped from hit to miss ({numbers}):", *lines]))
+            cases.append(case)
+    for element in (root, suite):
+        element.set("tests", str(len(cases)))
+        element.set("failures", str(n_failures))
+        element.set("errors", str(n_errors))
+        element.set("time", f"{seconds:.3f}")
+    suite.extend(cases)
+    ET.indent(root)
+    return ET.tostring(root, encoding="utf-8", xml_declaration=True).decode("utf-8") + "\n"
+
+
 def record_in_mlflow(uri: str, run_id: str, tags: dict[str, str], metrics: dict[str, float] | None = None, report: str | None = None) -> None:
     """Add the gate's tags, metrics and report (``gate_report.md``) to the finished run ``run_id``.
 
@@ -691,6 +775,7 @@ class GateOutcome:
         run_id: the candidate's MLflow run.
         tracking_uri: the store it is in.
         tags: the tags set on the run (``gate=pass|fail`` and the rest, see the module docstring).
+        results, flips: :func:`evaluate_gate`'s tables (for :func:`junit_xml`).
     """
 
     passed: bool
@@ -698,6 +783,8 @@ class GateOutcome:
     run_id: str
     tracking_uri: str
     tags: dict
+    results: pd.DataFrame | None = None
+    flips: pd.DataFrame | None = None
 
     @property
     def exit_code(self) -> int:
@@ -757,7 +844,7 @@ def check(gate: Gate, cli_overrides: Sequence[str] = ()) -> GateOutcome:
         for name in ("diff", "ci_low", "ci_high", "p"):
             numbers[f"gate.{r['metric']}.{name}"] = r[name]
     record_in_mlflow(uri, run_id, tags, numbers, report)
-    return GateOutcome(passed, report, run_id, uri, tags)
+    return GateOutcome(passed, report, run_id, uri, tags, results, flips)
 
 
 def update_baseline(gate: Gate, cli_overrides: Sequence[str] = (), warn=None) -> BaselineUpdate:

@@ -118,6 +118,7 @@ def run_view(uri: str, run_id: str, workdir: str | Path):
         run = get_run(uri, run_id)
     except UnknownRun as exc:
         raise ReportError(str(exc)) from exc
+    run_id = run.run_id  # a unique prefix, resolved
     files = download_artifacts(uri, run_id, REPORT_INPUTS, Path(workdir) / run_id)
     missing = [n for n in ("per_query.csv", "chunks.jsonl.gz", "config.yaml") if files[n] is None]
     if missing:

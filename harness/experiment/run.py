@@ -163,7 +163,8 @@ def execute(cfg: DictConfig) -> dict:
     known_tags: dict[str, object] = {  # tags known so far, set on a FAILED run too
         "chunker": parts.chunker.name,
         "retriever": parts.retriever.name,
-        "embedding": f"{getattr(parts.encoder, 'backend', '')}/{getattr(parts.encoder, 'model_name', '')}",
+        # a run that embeds nothing (BM25, a chunker without a model) names no model
+        "embedding": f"{getattr(parts.encoder, 'backend', '')}/{getattr(parts.encoder, 'model_name', '')}" if parts.embeds else "none",
     }
     try:
         if parts.embeds and hasattr(parts.encoder, "run_tags"):  # e.g. embedding.precision as resolved here

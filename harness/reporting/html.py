@@ -18,7 +18,7 @@ from typing import Any, Mapping, Sequence
 
 from harness.reporting import charts
 from harness.reporting.assets import CSS, JS
-from harness.reporting.model import REASON_TEXT, REASONS, RunView
+from harness.reporting.model import REASON_TEXT, RunView
 
 #: Metrics of a sweep's job table, in column order (those the jobs logged).
 SWEEP_COLUMNS = ("recall@5", "precision@5", "iou@5", "context_precision@5", "ndcg@10", "context_tokens@5", "recall@1024tok")
@@ -155,7 +155,7 @@ def run_report(view: RunView, links: Mapping[str, str] | None = None) -> str:
             "chunk sizes" + (f" against the model window ({view.max_seq_length} tokens)" if view.max_seq_length else ""),
             charts.size_histogram(sizes, view.max_seq_length if tokens else None, "model tokens" if tokens else "characters"),
         ),
-        (f"why queries missed at k={k}", charts.miss_bars({r: int(counts.get(r, 0)) for r in REASONS}, k)),
+        (f"why queries missed at k={k}", charts.miss_bars({r: int(counts.get(r, 0)) for r in view.reasons()}, k)),
     ]
     return _render(
         "run.html",
@@ -169,7 +169,7 @@ def run_report(view: RunView, links: Mapping[str, str] | None = None) -> str:
         query_json=json_block(qdata),
         n_missed=sum(1 for r in rows if r["missed"]),
         over_window=view.over_window(),
-        reasons=REASONS,
+        reasons=view.reasons(),
         reason_text=REASON_TEXT,
         counts=counts,
         links=dict(links or {}),

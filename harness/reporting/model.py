@@ -37,6 +37,10 @@ HEADLINE_FAMILIES = ("recall", "precision", "context_precision", "iou", "ndcg", 
 #: Miss reasons in precedence order (as :data:`harness.evaluation.diagnostics.REASONS`).
 REASONS = ("not_covered", "boundary_split", "truncated", "rank_miss")
 
+#: A label value meaning "not used": the ``embedding`` tag of a run that embeds nothing (BM25
+#: with a chunker that needs no model). Such labels are left out of a report.
+NO_VALUE = "none"
+
 #: What each miss reason says, in plain words (the definitions of docs/evaluation.md, Diagnostics).
 REASON_TEXT = {
     "not_covered": "no chunk holds the evidence: the chunker dropped that text",
@@ -187,7 +191,8 @@ class RunView:
     Attributes:
         run_id, name, experiment: the MLflow run.
         labels: what the run was (``chunker``, ``chunk_size``, ``chunk_overlap``, ``unit``,
-            ``retriever``, ``embedding``, ``dataset``, ``dataset_fingerprint``), as text.
+            ``retriever``, ``embedding``, ``dataset``, ``dataset_fingerprint``), as text;
+            a label that is None, empty or :data:`NO_VALUE` is left out.
         ks: the rank cut-offs, ascending.
         metrics: mean metrics as logged, metric name (``recall@5``) -> value.
         cis: metric name -> ``(low, high)`` bootstrap interval (empty when not computed).
@@ -226,6 +231,12 @@ class RunView:
         names += [n for n in ("ndcg@10", "mrr@10") if n not in names]
         names += sorted((n for n in self.metrics if n.startswith("recall@") and n.endswith("tok")), key=lambda n: int(n[7:-3]))
         return [(n, self.metrics[n], self.cis.get(n)) for n in names if n in self.metrics]
+
+    def reasons(self) -> tuple[str, ...]:
+        """The miss reasons this run can have, in :data:`REASONS` order: ``truncated`` only
+        with a model window (:attr:`max_seq_length`; a run that embeds nothing, such as BM25,
+        truncates nothing, so its report neither counts nor explains truncation)."""
+        return tuple(r for r in REASONS if r != "truncated" or self.max_seq_length)
 
     def over_window(self) -> int:
         """Chunks whose tokens exceed :attr:`max_seq_length` (0 without a window)."""
@@ -318,7 +329,7 @@ def build_run_view(
         run_id=run_id,
         name=name,
         experiment=experiment,
-        labels={k: str(v) for k, v in labels.items() if v is not None and str(v) != ""},
+        labels={k: str(v) for k, v in labels.items() if v is not None and str(v) not in ("", NO_VALUE)},
         ks=ks,
         metrics={k: float(v) for k, v in metrics.items()},
         cis={k: (float(lo), float(hi)) for k, (lo, hi) in cis.items()},

@@ -52,8 +52,13 @@ from omegaconf import DictConfig
 #: and the planned job count (``jobs``: :attr:`SweepPlan.n_jobs`, null when unknown).
 PARENT_FILE = "mlflow_sweep.json"
 
-#: Longest generated parent run name (characters).
-MAX_NAME = 200
+#: Longest generated parent run name (characters); a longer one is cut and ends in ``... <hash>``.
+MAX_NAME = 250
+
+#: Overrides left out of a parent run's name: where and how runs are recorded and cached,
+#: progress bars (settings that change no number a run computes; a subset of
+#: ``harness.experiment.build.HASH_NEUTRAL``, checked by a test).
+NAME_NEUTRAL = ("tracking", "hydra", "paths", "resume", "cache", "embedding.show_progress", "retriever.show_progress")
 
 #: Prefix of the parent's metric holding the best job's objective: ``sweep.best_recall_at_5``
 #: (after the jobs' own ``recall_at_5`` in the UI's alphabetical metric lists).
@@ -362,10 +367,31 @@ def count_jobs(hydra_cfg: DictConfig) -> int | None:
         return None
 
 
+def fixed_overrides(hydra_cfg: DictConfig) -> list[str]:
+    """The overrides of a multirun that are not swept (``retriever=bm25``), sweeper params
+    first, as typed, without those of :data:`NAME_NEUTRAL` (``tracking.uri=...``)."""
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    args = [f"{k}={v}" for k, v in (hydra_cfg.sweeper.get("params") or {}).items()]
+    args += [str(a) for a in hydra_cfg.overrides.task]
+    out = []
+    for o in OverridesParser.create().parse_overrides(args):
+        key = o.key_or_group
+        if o.is_sweep_override() or any(key == n or key.startswith(n + ".") or key.startswith(n + "/") for n in NAME_NEUTRAL):
+            continue
+        out.append(o.input_line)
+    return out
+
+
 def sweep_name(hydra_cfg: DictConfig, plan: SweepPlan | None = None) -> str:
     """Default parent run name: ``sweep`` + the swept overrides of ``plan`` (default: the
-    plan of ``hydra_cfg``; cut to :data:`MAX_NAME`), or ``sweep`` + the last two parts of the
-    sweep folder when nothing is swept on the command line."""
+    plan of ``hydra_cfg``), or + the last two parts of the sweep folder when nothing is swept
+    on the command line; then `` | `` + the fixed overrides (:func:`fixed_overrides`), so two
+    sweeps of one grid on other settings get other names: ``sweep chunker.chunk_size=128,256 |
+    retriever=bm25``. At most :data:`MAX_NAME` characters: a longer name is cut and ends in
+    ``... `` + the first 8 hex characters of the sha256 of the whole name."""
+    import hashlib
+
     if plan is None:
         try:
             parts = list(plan_of(hydra_cfg).lines)
@@ -378,7 +404,15 @@ def sweep_name(hydra_cfg: DictConfig, plan: SweepPlan | None = None) -> str:
     else:
         folder = Path(str(hydra_cfg.sweep.dir))
         name = "sweep " + "/".join(folder.parts[-2:])
-    return name if len(name) <= MAX_NAME else name[: MAX_NAME - 3] + "..."
+    try:
+        fixed = fixed_overrides(hydra_cfg)
+    except Exception:  # noqa: BLE001 - as above: the name never stops a sweep
+        fixed = []
+    if fixed:
+        name += " | " + " ".join(fixed)
+    if len(name) <= MAX_NAME:
+        return name
+    return name[: MAX_NAME - 12] + "... " + hashlib.sha256(name.encode("utf-8")).hexdigest()[:8]
 
 
 def parent_for_job(tracking_uri: str) -> tuple[str, int] | None:

@@ -52,7 +52,32 @@ class UnknownExperiment(LookupError):
 
 
 class UnknownRun(LookupError):
-    """No run with that id in the store."""
+    """No run with that id (or id prefix) in the store."""
+
+
+class AmbiguousRun(UnknownRun):
+    """A run id prefix that more than one run's id starts with; the message names them."""
+
+
+def match_prefix(prefix: str, run_ids: Sequence[str]) -> str:
+    """The one id of ``run_ids`` that is ``prefix`` or starts with it.
+
+    An id equal to ``prefix`` wins outright (a whole id is never ambiguous); otherwise the
+    prefix must be shared by exactly one id.
+
+    Raises:
+        UnknownRun: no id starts with ``prefix``.
+        AmbiguousRun: two or more do (one line: their count and up to five of them, sorted).
+    """
+    if prefix in run_ids:
+        return prefix
+    matches = sorted({i for i in run_ids if i.startswith(prefix)})
+    if len(matches) == 1:
+        return matches[0]
+    if not matches:
+        raise UnknownRun(f"no run id starts with {prefix!r}")
+    shown = ", ".join(matches[:5]) + (", ..." if len(matches) > 5 else "")
+    raise AmbiguousRun(f"run id prefix {prefix!r} is ambiguous: {len(matches)} runs match ({shown}); give more characters")
 
 
 class InvalidFilter(ValueError):
@@ -231,20 +256,57 @@ def search_runs(
 
 
 def get_run(uri: str, run_id: str) -> RunRecord:
-    """The run ``run_id``.
+    """The run ``run_id``: a whole MLflow run id (32 hex characters) or any prefix of one
+    that no other active run's id (in any experiment of the store) starts with, such as the
+    8-character ids the sweep table and ``harness compare`` show. Every command that takes
+    a run id from a user reads it here; callers use the returned record's full ``run_id``.
 
     Raises:
-        UnknownRun: no run with that id (MLflow's message kept).
+        UnknownRun: no run with that id and none whose id starts with it.
+        AmbiguousRun: a prefix shared by several runs (the message names them).
         TrackingStoreError: the store failed otherwise.
     """
+    return _record(_fetch(open_client(uri), uri, run_id))
+
+
+def _fetch(client: Any, uri: str, run_id: str) -> Any:
+    """The MLflow run ``run_id`` (a whole id or a unique prefix of one): the one place a run
+    id from a user is looked up (:func:`get_run`, :func:`run_metrics`)."""
     from mlflow.exceptions import MlflowException
 
+    if not str(run_id).strip():
+        raise UnknownRun("a run id must not be empty; give an MLflow run id or a unique prefix of one")
     try:
-        return _record(open_client(uri).get_run(run_id))
+        return client.get_run(run_id)
     except MlflowException as exc:
-        if exc.error_code in ("RESOURCE_DOES_NOT_EXIST", "INVALID_PARAMETER_VALUE"):
-            raise UnknownRun(f"run {run_id!r} not found in the tracking store {uri}: {exc.message}") from exc
-        raise TrackingStoreError(f"tracking store {uri}: {exc.message}") from exc
+        if exc.error_code not in ("RESOURCE_DOES_NOT_EXIST", "INVALID_PARAMETER_VALUE"):
+            raise TrackingStoreError(f"tracking store {uri}: {exc.message}") from exc
+        not_found = exc.message
+    try:
+        full = match_prefix(str(run_id), _all_run_ids(client, uri))
+    except AmbiguousRun as exc:
+        raise AmbiguousRun(f"{exc} in the tracking store {uri}") from None
+    except UnknownRun:
+        raise UnknownRun(f"run {run_id!r} not found in the tracking store {uri}: {not_found}; no run id starts with it either") from None
+    with _store_errors(uri):
+        return client.get_run(full)
+
+
+def _all_run_ids(client: Any, uri: str) -> list[str]:
+    """Ids of the active runs of every experiment in the store (deleted experiments included), all pages."""
+    from mlflow.entities import ViewType
+
+    ids: list[str] = []
+    with _store_errors(uri):
+        exp_ids = [e.experiment_id for e in client.search_experiments(view_type=ViewType.ALL)]
+        token = None
+        while exp_ids:
+            page = client.search_runs(exp_ids, run_view_type=ViewType.ACTIVE_ONLY, max_results=PAGE_SIZE, page_token=token)
+            ids.extend(r.info.run_id for r in page)
+            token = page.token
+            if not token:
+                break
+    return ids
 
 
 def find_run_by_name(uri: str, experiment: str, run_name: str) -> RunRecord | None:
@@ -358,19 +420,11 @@ def run_metrics(uri: str, run_id: str) -> dict[str, float]:
     by a run).
 
     Raises:
-        UnknownRun: no run with that id.
+        UnknownRun: no run with that id (or unique id prefix, as :func:`get_run`).
         TrackingStoreError: the store failed, or the run lists its table but it cannot be read.
     """
-    from mlflow.exceptions import MlflowException
-
     client = open_client(uri)
-    try:
-        run = client.get_run(run_id)
-    except MlflowException as exc:
-        if exc.error_code in ("RESOURCE_DOES_NOT_EXIST", "INVALID_PARAMETER_VALUE"):
-            raise UnknownRun(f"run {run_id!r} not found in the tracking store {uri}: {exc.message}") from exc
-        raise TrackingStoreError(f"tracking store {uri}: {exc.message}") from exc
-    return metrics_of(client, run)
+    return metrics_of(client, _fetch(client, uri, run_id))
 
 
 def with_all_metrics(uri: str, record: RunRecord) -> RunRecord:
@@ -407,6 +461,7 @@ def load_run(uri: str, run_id: str, workdir: str | Path):
         run = get_run(uri, run_id)
     except (UnknownRun, TrackingStoreError) as exc:
         raise CompareError(f"run {run_id!r} not found in the tracking store: {exc}") from exc
+    run_id = run.run_id  # a prefix given by the user, resolved
     try:
         local = download_artifact(uri, run_id, PER_QUERY_ARTIFACT, Path(workdir) / run_id)
     except TrackingStoreError as exc:
@@ -500,7 +555,7 @@ def list_runs(
 
 
 #: Columns of the listing that are not metrics (sorting by one never reads metrics tables).
-_TEXT_COLUMNS = ("chunker", "size", "overlap", "unit", "retriever", "time_s", "run", "run_id", "status")
+_TEXT_COLUMNS = ("chunker", "size", "cut", "overlap", "unit", "retriever", "time_s", "run", "run_id", "status")
 
 
 def annotate_run(
@@ -589,6 +644,7 @@ def sweep_jobs(uri: str, parent_run_id: str) -> tuple[RunRecord, list[tuple[int,
     from harness.tracking.tracker import JOB_TAG, PARENT_TAG, SKIPPED_PREFIX
 
     parent = get_run(uri, parent_run_id)
+    parent_run_id = parent.run_id  # a prefix given by the user, resolved
     if parent.tags.get(SWEEP_TAG) != "parent":
         raise ValueError(f"run {parent.name} ({parent_run_id}) is not a sweep's parent run (no tag {SWEEP_TAG}=parent); give a sweep's parent run id")
     from mlflow.entities import ViewType

@@ -92,3 +92,38 @@ def test_every_command_module_exposes_run_command():
     for name in COMMANDS:
         module = importlib.import_module(f"harness.cli.{name}")
         assert callable(getattr(module, "run_command", None)), name
+
+
+# ------------------------------------------------------------------ warnings as one line
+
+
+def _warn_in_a_command(code: str) -> str:
+    script = f"import warnings\nfrom harness.cli import prepare_process\nprepare_process()\n{code}\n"
+    proc = subprocess.run([sys.executable, "-c", script], cwd=PROJECT_ROOT, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    return proc.stderr
+
+
+def test_a_commands_warning_prints_as_one_line_without_the_source_line():
+    err = _warn_in_a_command("warnings.warn('chunker.chunk_size=16 is smaller than most evidence')")
+    assert err == "warning: chunker.chunk_size=16 is smaller than most evidence\n"
+    # a multi-line message stays one line; another library's category keeps its name and origin, never the code line
+    err = _warn_in_a_command("warnings.warn('first\\nsecond', FutureWarning)")
+    assert err.count("\n") == 1 and err.startswith("warning: first second (FutureWarning, ") and "warnings.warn" not in err
+
+
+def test_one_line_warning_formatting_property():
+    from hypothesis import given, settings
+    from hypothesis import strategies as st
+
+    from harness.cli import format_warning
+
+    @settings(max_examples=50, deadline=None)
+    @given(st.text(max_size=80), st.sampled_from([UserWarning, RuntimeWarning, DeprecationWarning]))
+    def check(message, category):
+        out = format_warning(message, category, "/x/lib.py", 12, "source line here")
+        assert out.startswith("warning: ") and out.endswith("\n") and out.count("\n") == 1
+        assert "source line here" not in out
+        assert " ".join(message.split()) in out  # every word of the message, whitespace folded
+
+    check()

@@ -13,6 +13,8 @@ from pathlib import Path
 
 import pytest
 from conftest import CHROMA_PATH, KESTREL_PATH
+from hypothesis import assume, given, settings
+from hypothesis import strategies as st
 
 from harness.datasets.chroma import download_chroma_general, load_chroma_general
 from harness.datasets.native import load_native
@@ -197,3 +199,52 @@ def test_validate_command_reports_counts_and_failures(tmp_path, capsys):
     (dst / "corpus" / "faq.md").write_text("shortened\n", encoding="utf-8")
     assert main(["validate", str(dst)]) == 1
     assert "faq.md" in capsys.readouterr().err
+
+
+# ------------------------------------------------------------------ a path dataset is named after its corpus
+
+
+@pytest.mark.parametrize(
+    "group, path, expected",
+    [
+        ("folder", "/data/harbour_docs", "harbour_docs"),
+        ("folder", "/data/harbour_docs/", "harbour_docs"),
+        ("excerpts", "/data/policies", "policies"),
+        ("beir", "/data/scifact", "scifact"),
+        ("squad", "/data/dev-v2.0.json", "dev-v2.0"),
+        ("squad", "/data/squad_dev", "squad_dev"),
+    ],
+)
+def test_a_path_dataset_and_its_experiment_are_named_after_the_corpus(group, path, expected):
+    from conftest import compose
+
+    from harness.tracking.runs import experiment_name
+
+    cfg = compose([f"dataset={group}", f"dataset.path={path}"])
+    assert cfg.dataset.name == expected and experiment_name(cfg) == expected
+    # an explicit name wins; no path keeps the group's name (so the shipped hashes stay)
+    assert compose([f"dataset={group}", f"dataset.path={path}", "dataset.name=mine"]).dataset.name == "mine"
+    assert compose([f"dataset={group}"]).dataset.name == group
+
+
+def test_the_folder_dataset_loaded_from_its_config_carries_the_corpus_name(tmp_path):
+    from conftest import compose
+    from ingest_samples import make_folder
+
+    from harness.experiment import build
+
+    folder = make_folder(tmp_path / "harbour_docs", bad_files=False)
+    ds = build.build_dataset(compose(["dataset=folder", f"dataset.path={folder}"]))
+    assert ds.name == "harbour_docs"
+
+
+@settings(max_examples=50, deadline=None)
+@given(st.text(st.characters(codec="ascii", categories=("L", "N"), include_characters="-_. "), min_size=1, max_size=20), st.booleans())
+def test_corpus_name_property_is_the_last_path_part_without_a_json_suffix(part, slash):
+    from harness.experiment.build import corpus_name
+
+    assume(part.strip(". ") == part and part not in ("", ".", ".."))
+    path = f"/data/x/{part}" + ("/" if slash else "")
+    expected = part[: -len(".jsonl")] if part.endswith(".jsonl") else part[: -len(".json")] if part.endswith(".json") else part
+    assert corpus_name(path, "folder") == (expected or "folder")
+    assert corpus_name(None, "folder") == "folder" and corpus_name("", "beir") == "beir" and corpus_name("/", "squad") == "squad"

@@ -177,3 +177,39 @@ def test_tag_filter_quotes_keys_and_values():
         tracking_runs.tag_filter(["note=it's \"x\""])
     with pytest.raises(ValueError, match="KEY=VALUE"):
         tracking_runs.tag_filter(["=fixed"])
+
+
+# ---------------------------------------------------------------- content-cut chunkers: the cut rule, not the cap
+
+
+def _record(name, params, recall=0.5):
+    return tracking_runs.RunRecord(
+        run_id=name * 4, name=name, experiment_id="1", status="FINISHED", start_time=1, params=params, metrics={"recall_at_5": recall}, tags={"chunker": "x"}
+    )
+
+
+def _semantic(breakpoint, **extra):
+    base = {"chunker.breakpoint": breakpoint, "chunker.threshold": "0.5", "chunker.percentile": "95.0", "chunker.breakpoint_amount": "None"}
+    base.update({"chunker.number_of_chunks": "None", "chunker.target_chunk_size": "None", "chunker.max_chunk_size": "254"})
+    return {**base, **{f"chunker.{k}": str(v) for k, v in extra.items()}}
+
+
+def test_a_semantic_run_lists_its_cut_rule_and_not_its_cap_as_size():
+    from harness.evaluation.compare import runs_table
+
+    table = runs_table(
+        [
+            _record("sem", _semantic("threshold", threshold=0.7)),
+            _record("pct", _semantic("percentile")),
+            _record("tgt", _semantic("interquartile", target_chunk_size=200)),
+            _record("fix", {"chunker.chunk_size": "200", "chunker.chunk_overlap": "0"}),
+        ]
+    ).set_index("run")
+    assert list(table.columns[:4]) == ["chunker", "size", "cut", "overlap"]
+    # the cap of a semantic run is not its size; its cut rule is a column of its own
+    assert pd.isna(table.loc["sem", "size"]) and table.loc["sem", "cut"] == "threshold 0.7, max 254"
+    assert table.loc["pct", "cut"] == "percentile 95.0, max 254"
+    assert table.loc["tgt", "size"] == 200 and table.loc["tgt", "cut"] == "interquartile, target 200, max 254"
+    assert table.loc["fix", "size"] == 200 and pd.isna(table.loc["fix", "cut"])
+    # a listing without such runs keeps its columns
+    assert "cut" not in runs_table([_record("fix", {"chunker.chunk_size": "200"})]).columns

@@ -19,6 +19,8 @@ import pandas as pd
 import pytest
 import yaml
 from conftest import _SESSION_CACHE, KESTREL_PATH, PROJECT_ROOT, fresh_store
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from scipy import stats as sps
 
 from harness.cli import check as cli_check
@@ -257,12 +259,18 @@ def test_gate_passes_on_the_committed_baseline_through_the_cli(tmp_path):
 
 
 @pytest.mark.slow
-def test_gate_fails_with_exit_1_when_the_chunks_are_much_smaller(tmp_path, capsys, kestrel):
+def test_gate_fails_with_exit_1_when_the_chunks_are_much_smaller(tmp_path, capsys, kestrel, monkeypatch):
     # 48-token recursive chunks instead of 254: recall@5 drops from 0.72 to about 0.49 on
     # kestrel_kb (measured), far beyond the 0.02 margin.
     uri = fresh_store(tmp_path / "mlflow.db")
-    assert cli_check.main(["--gate", str(GATE), *_common(uri), "chunker.chunk_size=48"]) == 1
+    monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(tmp_path / "summary.md"))
+    junit = tmp_path / "gate.xml"
+    assert cli_check.main(["--gate", str(GATE), "--junit", str(junit), *_common(uri), "chunker.chunk_size=48"]) == 1
     out = capsys.readouterr().out
+    assert "## Release gate: FAIL" in (tmp_path / "summary.md").read_text()
+    root, cases = _parse_junit(junit.read_text())
+    assert [c.get("name") for c in cases] == ["recall@5", "context_precision@5", "mrr@10"] and root.get("failures") == "3"
+    junit_flips = re.findall(r"^(\S+): ", cases[0].find("failure").text, flags=re.M)
     assert "## Release gate: FAIL" in out
     row = next(line for line in out.splitlines() if line.startswith("| recall@5 |"))
     assert row.endswith("| fail |")
@@ -279,6 +287,7 @@ def test_gate_fails_with_exit_1_when_the_chunks_are_much_smaller(tmp_path, capsy
     assert run.data.metrics["gate.recall_at_5.diff"] == pytest.approx(diff, abs=1e-9)
     flipped = [q for q in base if base[q]["recall@5"] > 0 and cand.loc[q, "recall@5"] == 0]
     assert flipped, "some evidence found at 254 tokens must be lost entirely at 48"
+    assert junit_flips == flipped
     text = {q.query_id: q.text for q in kestrel.queries}
     lines = {line.split(" | ")[0].lstrip("| "): line for line in out.splitlines() if line.startswith("| ") and " | " in line}
     for qid in flipped:
@@ -339,3 +348,107 @@ def test_update_baseline_writes_prints_changes_and_the_check_uses_it(tmp_path, c
     assert "config_hash:" in out and "chunker.chunk_size=100" in out
     assert new["config"]["chunker"]["chunk_size"] == 100 and new["source_run_id"] != data["source_run_id"]
     assert _sha(BASELINE) == committed
+
+
+# ---------------------------------------------------------------- JUnit XML and the GitHub step summary
+
+
+def _baseline_of(values: dict[str, list[float]], questions: list[str]) -> check.Baseline:
+    rows = [{"query_id": f"q{i}", "query": questions[i], **{m: v[i] for m, v in values.items()}} for i in range(len(questions))]
+    data = {"format": check.BASELINE_FORMAT, "metrics": list(values), "source_run_id": "base", "created": "2024-01-01"}
+    return check.Baseline(Path("base.json"), data, pd.DataFrame(rows))
+
+
+def _gate_of(margins: dict[str, float], resamples: int = 200) -> check.Gate:
+    return check.Gate(Path("gate.yaml"), (), Path("base.json"), margins, 0.05, resamples, 0)
+
+
+def _parse_junit(text: str):
+    import xml.etree.ElementTree as ET
+
+    root = ET.fromstring(text)
+    suites = [root] if root.tag == "testsuite" else list(root)
+    assert root.tag in ("testsuites", "testsuite") and all(s.tag == "testsuite" for s in suites)
+    return root, [case for s in suites for case in s.findall("testcase")]
+
+
+def test_junit_has_one_testcase_per_guarded_metric_and_the_failure_names_the_flipped_queries():
+    # hand-made: 8 queries; recall@5 loses q1 and q3 entirely (hits 1.0 -> 0.0), mrr@10 is unchanged (with 8
+    # queries the smallest sign-flip p is 1/256, so an unchanged metric can pass at alpha 0.05; with 4 it is 1/16)
+    questions = ["who?", "what <is> & why?", "when?", "where?", "a", "b", "c", "d"]
+    base = _baseline_of({"recall@5": [1.0, 1.0, 0.5, 1.0, 1.0, 1.0, 1.0, 1.0], "mrr@10": [1.0, 0.5, 0.5, 1.0, 1.0, 1.0, 1.0, 1.0]}, questions)
+    cand = base.per_query.copy()
+    cand["recall@5"] = [1.0, 0.0, 0.5, 0.0, 1.0, 1.0, 1.0, 1.0]
+    gate = _gate_of({"recall@5": 0.02, "mrr@10": 0.02})
+    results, flips = check.evaluate_gate(gate, base, cand)
+    root, cases = _parse_junit(check.junit_xml(gate, results, flips))
+    assert [c.get("name") for c in cases] == ["recall@5", "mrr@10"]
+    assert root.get("tests") == "2" and root.get("failures") == "1"
+    recall, mrr = cases
+    (failure,) = recall.findall("failure")
+    assert mrr.find("failure") is None and mrr.find("error") is None
+    # mean diff (-1 - 1) / 8 = -0.25, in the message; the flipped queries with their text in the body
+    assert "-0.2500" in failure.get("message") and "margin 0.02" in failure.get("message")
+    body = failure.text
+    assert "q1" in body and "what <is> & why?" in body and "q3" in body and "where?" in body
+    assert not re.search(r"\bq[024567]\b", body)
+
+
+def test_junit_error_case_when_the_gate_cannot_be_evaluated():
+    root, (case,) = _parse_junit(check.junit_xml(None, None, None, error="gate.yaml: field 'alpha' must be ..."))
+    assert root.get("errors") == "1" and root.get("tests") == "1"
+    assert "field 'alpha'" in case.find("error").get("message")
+
+
+@settings(max_examples=25, deadline=None)
+@given(
+    st.integers(min_value=1, max_value=12).flatmap(
+        lambda n: st.tuples(
+            st.lists(st.lists(st.sampled_from([0.0, 0.25, 0.5, 1.0]), min_size=n, max_size=n), min_size=2, max_size=2),
+            st.lists(st.lists(st.sampled_from([0.0, 0.25, 0.5, 1.0]), min_size=n, max_size=n), min_size=2, max_size=2),
+            st.lists(st.text(min_size=0, max_size=20), min_size=n, max_size=n),
+        )
+    )
+)
+def test_junit_property_testcases_failures_and_flips_agree_with_a_direct_count(case):
+    base_values, cand_values, questions = case
+    metrics = ["recall@5", "mrr@10"]
+    base = _baseline_of(dict(zip(metrics, base_values)), questions)
+    cand = base.per_query.copy()
+    for m, v in zip(metrics, cand_values):
+        cand[m] = v
+    gate = _gate_of({m: 0.02 for m in metrics}, resamples=50)
+    results, flips = check.evaluate_gate(gate, base, cand)
+    root, cases = _parse_junit(check.junit_xml(gate, results, flips))  # parses: every text is escaped
+    assert [c.get("name") for c in cases] == metrics
+    verdicts = dict(zip(results["metric"], results["verdict"]))
+    assert int(root.get("failures")) == sum(v == "fail" for v in verdicts.values())
+    for c, m, b, k in zip(cases, metrics, base_values, cand_values):
+        failure = c.find("failure")
+        assert (failure is not None) == (verdicts[m] == "fail")
+        # flipped: a hit in the baseline (> 0), exactly 0 in the candidate, counted here directly
+        flipped = [f"q{i}" for i in range(len(b)) if b[i] > 0 and k[i] == 0]
+        listed = (failure.text if failure is not None else (c.findtext("system-out") or "")) or ""
+        ids = re.findall(r"^(q\d+)\b", listed, flags=re.M)
+        assert ids == flipped
+
+
+def test_check_writes_junit_and_the_step_summary_on_an_error_exit(tmp_path, capsys, monkeypatch):
+    summary = tmp_path / "summary.md"
+    summary.write_text("earlier step\n")
+    monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(summary))
+    gate = _gate_copy(tmp_path, alpha=0.7)
+    junit = tmp_path / "out" / "gate.xml"
+    assert cli_check.main(["--gate", str(gate), "--junit", str(junit), *_common(f"sqlite:///{tmp_path / 'mlflow.db'}")]) == 2
+    _, (case,) = _parse_junit(junit.read_text())
+    assert "field 'alpha'" in case.find("error").get("message")
+    text = summary.read_text()
+    assert text.startswith("earlier step\n") and "field 'alpha'" in text  # appended, not overwritten
+    assert not (tmp_path / "mlflow.db").exists()
+
+
+def test_check_refuses_a_junit_path_that_is_a_folder_before_any_run(tmp_path, capsys):
+    assert cli_check.main(["--gate", str(GATE), "--junit", str(tmp_path), *_common(f"sqlite:///{tmp_path / 'mlflow.db'}")]) == 2
+    err = capsys.readouterr().err
+    assert "--junit" in err and str(tmp_path) in err and len(err.strip().splitlines()) == 1
+    assert not (tmp_path / "mlflow.db").exists()

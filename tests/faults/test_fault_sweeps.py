@@ -265,7 +265,8 @@ def test_parent_records_the_grid_that_ran(tmp_path):
     runs = client.search_runs([exp.experiment_id])
     (parent,) = [r for r in runs if r.data.tags.get(SWEEP_TAG) == "parent"]
     assert sorted(r.info.run_name for r in runs if r.data.tags.get(SWEEP_TAG) != "parent") == ["fixed-100-0-bm25"]
-    assert parent.info.run_name == "sweep retriever=glob(bm*)"
+    # the fixed overrides after the swept one; tracking.*, embedding.show_progress, cache.dir and hydra.* left out
+    assert parent.info.run_name == "sweep retriever=glob(bm*) | chunker=fixed chunker.chunk_size=100 stats.bootstrap=0"
     assert parent.data.tags["sweep.jobs"] == "1" and parent.data.tags["sweep.grid"] == "retriever=bm25"
     local = client.download_artifacts(parent.info.run_id, "sweep_plan.json", str(tmp_path))
     with open(local, encoding="utf-8") as fh:

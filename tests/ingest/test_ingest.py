@@ -332,7 +332,7 @@ def test_folder_config_composes_and_builds(folder):
     cfg = compose(["dataset=folder", f"dataset.path={folder}"])
     assert cfg.dataset.on_error == "skip" and cfg.dataset.ocr is False
     ds = build.build_dataset(cfg)
-    assert ds.name == "folder" and ds.skipped_files == 2 and len(ds.queries) == 5
+    assert ds.name == "harbour_docs" and ds.skipped_files == 2 and len(ds.queries) == 5  # named after the corpus folder
 
 
 def test_validate_cli_detects_the_folder_format(folder):

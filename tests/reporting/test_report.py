@@ -184,8 +184,9 @@ def test_run_report_says_what_each_miss_reason_means(store):
     _, _, _, arts = store
     html = (arts[100] / "report.html").read_text(encoding="utf-8")
     reasons = re.search(r'<dl class="reasons">(.*?)</dl>', html, re.S).group(1)
-    for reason in ("not_covered", "boundary_split", "truncated", "rank_miss"):  # docs/evaluation.md, Diagnostics
+    for reason in ("not_covered", "boundary_split", "rank_miss"):  # docs/evaluation.md, Diagnostics
         assert re.search(rf'<dt><span class="reason {reason}">{reason}</span></dt><dd>[^<]{{20,}}</dd>', reasons), reason
+    assert "truncated" not in reasons  # BM25 runs: no model window, nothing truncated (explained with a window only)
     assert "docs/diagnostics.md" not in html  # no link to a page that does not exist
 
 
@@ -306,3 +307,49 @@ def test_tracking_report_is_hash_neutral_and_must_be_a_boolean():
     assert RunSettings.from_config(off).report is False
     with pytest.raises(ValueError, match=r"tracking.report must be true or false, got 'yes'"):
         RunSettings.from_config(compose(["tracking.report=yes"]))
+
+
+def _tiny_view(window, embedding):
+    from harness.reporting.model import ChunkView, build_run_view
+    from harness.types import Evidence, Query
+
+    text = "alpha beta gamma delta"
+    queries = [Query(query_id="q1", text="beta?", evidence=(Evidence(doc_id="d", start=6, end=10, text="beta"),))]
+    per_query = pd.DataFrame({"query_id": ["q1"], "recall@5": [0.0], "miss_reason_at_5": ["rank_miss"], "retrieved": [""]})
+    return build_run_view(
+        run_id="r" * 32,
+        name="tiny",
+        experiment="e",
+        labels={"chunker": "fixed", "retriever": "bm25" if window is None else "faiss", "embedding": embedding, "chunk_overlap": None},
+        metrics={"recall@5": 0.0},
+        cis={},
+        confidence=0.95,
+        per_query=per_query,
+        chunks=[ChunkView("d#0-11", "d", ((0, 11),), None if window is None else 3), ChunkView("d#11-22", "d", ((11, 22),), None if window is None else 3)],
+        ranking={},
+        documents=[("d", text)],
+        queries=queries,
+        max_seq_length=window,
+    )
+
+
+@pytest.mark.parametrize("embedding", ["none", None])
+def test_a_bm25_report_names_no_embedding_model_and_does_not_explain_truncation(embedding):
+    from harness.reporting.html import run_report
+
+    page = run_report(_tiny_view(None, embedding))
+    header = re.search(r'<div class="sub">(.*?)</div>', page, re.S).group(1)
+    assert "embedding" not in header and "None" not in header and "retriever <b>bm25</b>" in header
+    reasons = re.search(r'<dl class="reasons">(.*?)</dl>', page, re.S).group(1)
+    assert "truncated" not in reasons and "window" not in reasons and "rank_miss" in reasons
+    shown = re.sub(r"<script.*?</script>", "", page, flags=re.S)  # the viewer's script has the text for windowed runs
+    assert "model window" not in shown and "embedding model" not in shown
+
+
+def test_a_report_with_a_model_window_keeps_the_embedding_and_truncation():
+    from harness.reporting.html import run_report
+
+    page = run_report(_tiny_view(256, "sentence_transformers/all-MiniLM-L6-v2"))
+    assert "embedding <b>sentence_transformers/all-MiniLM-L6-v2</b>" in page
+    reasons = re.search(r'<dl class="reasons">(.*?)</dl>', page, re.S).group(1)
+    assert '<span class="reason truncated">truncated</span>' in reasons and "256-token window" in page

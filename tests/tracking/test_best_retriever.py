@@ -80,3 +80,39 @@ def test_readme_retrieval_table_is_the_scripts_table():
     block = re.search(r"<!-- retrieval-stack:start[^>]*-->\n(.*?)\n<!-- retrieval-stack:end -->", (root / "README.md").read_text(encoding="utf-8"), re.S)
     assert block is not None and block.group(1) == table
     assert table.splitlines()[0].startswith("| chunking | embedding | kestrel_kb faiss |")
+
+
+def test_the_retrieval_table_never_shows_an_untrained_cross_encoders_numbers(tmp_path):
+    """Rerank runs over the locally built plumbing cross-encoder (an untrained head) are not a
+    rerank result: the script's table leaves them out, and a retriever column no run fills."""
+    import importlib.util
+    from pathlib import Path
+
+    from harness.tracking.tracker import Tracker
+
+    root = Path(__file__).resolve().parents[2]
+    spec = importlib.util.spec_from_file_location("retrieval_stack", root / "experiments" / "retrieval_stack.py")
+    stack = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(stack)
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    tracker = Tracker(uri, "kestrel_kb")
+    plumbing = tmp_path / "cache" / "models" / stack.PLUMBING_FOLDER
+    for name, retriever, model, recall in (
+        ("fixed-254-0-faiss", "faiss", None, 0.66),
+        ("fixed-254-0-bm25", "bm25", None, 0.72),
+        ("fixed-254-0-rerank", "rerank", str(plumbing), 0.23),
+    ):
+        with tracker.run(name, tags={"retriever": retriever, "embedding": "sentence_transformers/all-MiniLM-L6-v2"}):
+            if model:
+                tracker.log_params({"retriever.model": model})
+            tracker.log_metrics({"recall_at_5": recall})
+    lines = stack.table(uri).splitlines()
+    assert "rerank" not in lines[0] and "0.2300" not in "\n".join(lines)
+    assert lines[0] == "| chunking | embedding | kestrel_kb faiss | kestrel_kb bm25 | chroma_general faiss | chroma_general bm25 |"  # no run: no column
+    assert lines[2] == "| `fixed-254-0` | minilm | 0.6600 | **0.7200** |  |  |"
+    # a trained cross-encoder's run (any other folder) is a rerank result
+    with tracker.run("fixed-254-0-rerank", tags={"retriever": "rerank", "embedding": "sentence_transformers/all-MiniLM-L6-v2"}):
+        tracker.log_params({"retriever.model": str(tmp_path / "ms-marco-MiniLM-L6-v2")})
+        tracker.log_metrics({"recall_at_5": 0.8})
+    lines = stack.table(uri).splitlines()
+    assert "kestrel_kb rerank" in lines[0] and "**0.8000**" in lines[2]

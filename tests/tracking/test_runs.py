@@ -11,6 +11,8 @@ import mlflow
 import pandas as pd
 import pytest
 from conftest import compose
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from harness.evaluation.compare import CompareError
 from harness.tracking import runs
@@ -147,3 +149,75 @@ def test_ctrl_c_while_annotating_leaves_the_store_writable(store, monkeypatch):
     assert logged.data.tags["after"] == "ctrl-c" and logged.info.status == "KILLED"
     written = [k for k in logged.data.metrics if k.startswith("m")]
     assert 0 < len(written) < len(metrics) and len(written) % 100 == 0  # whole batches only
+
+
+def test_get_run_accepts_any_unique_prefix_of_a_run_id(store):
+    uri, ids = store["uri"], store["ids"]
+    full = ids["r3"]
+    for n in (32, 12, 8):
+        assert runs.get_run(uri, full[:n]).run_id == full
+    # shortest prefix no other run id (of any experiment) shares, found here by brute force
+    others = [i for name, i in ids.items() if name != "r3"]
+    n = next(n for n in range(1, 33) if not any(o.startswith(full[:n]) for o in others))
+    assert runs.get_run(uri, full[:n]).run_id == full
+
+
+def test_an_ambiguous_or_unknown_prefix_is_refused_in_one_line_naming_the_candidates(store):
+    uri = store["uri"]
+    all_ids = list(store["ids"].values())
+    tracker = Tracker(uri, "other")
+    while len({i[0] for i in all_ids}) == len(all_ids):  # 16 first characters: at most 17 runs until two share one
+        with tracker.run("more"):
+            pass
+        all_ids.append(tracker.run_id)
+    first = next(c for c in "0123456789abcdef" if sum(i.startswith(c) for i in all_ids) >= 2)
+    sharing = sorted(i for i in all_ids if i.startswith(first))
+    with pytest.raises(runs.AmbiguousRun) as err:
+        runs.get_run(uri, first)  # spans two experiments: the lookup is store-wide
+    message = str(err.value)
+    assert f"{first!r} is ambiguous: {len(sharing)} runs match" in message and "\n" not in message
+    assert all(i in message for i in sharing[:5]) and uri in message
+    with pytest.raises(runs.UnknownRun, match="not found.*no run id starts with it"):
+        runs.get_run(uri, "zz")
+    with pytest.raises(runs.UnknownRun, match="must not be empty"):
+        runs.get_run(uri, "")  # every id starts with "": refused, never the first one
+    assert issubclass(runs.AmbiguousRun, runs.UnknownRun)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.text("0123456789abcdef", min_size=1, max_size=6), min_size=1, max_size=8, unique=True), st.text("0123456789abcdef", max_size=4))
+def test_match_prefix_property_agrees_with_a_brute_force_scan(ids, prefix):
+    matches = [i for i in ids if i.startswith(prefix)]
+    exact = prefix in ids
+    if exact:
+        assert runs.match_prefix(prefix, ids) == prefix  # a whole id is never ambiguous
+    elif len(matches) == 1:
+        assert runs.match_prefix(prefix, ids) == matches[0]
+    elif not matches:
+        with pytest.raises(runs.UnknownRun):
+            runs.match_prefix(prefix, ids)
+    else:
+        with pytest.raises(runs.AmbiguousRun) as err:
+            runs.match_prefix(prefix, ids)
+        message = str(err.value)
+        assert "\n" not in message and f"{len(matches)} runs" in message
+        assert all(m in message for m in sorted(matches)[:5])
+
+
+def test_compare_takes_short_run_ids_and_refuses_two_prefixes_of_one_run(tmp_path, capsys):
+    from harness.cli import compare as cli_compare
+
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    tracker = Tracker(uri, "exp")
+    ids = []
+    for name, values in (("a", [0.0, 1.0]), ("b", [1.0, 1.0])):
+        with tracker.run(name, tags={"dataset_fingerprint": "fp"}):
+            tracker.log_dataframe_csv(pd.DataFrame({"query_id": ["q1", "q2"], "recall@5": values}), "per_query.csv")
+        ids.append(tracker.run_id)
+    # 8 characters, as the listing and sweep tables show them (two random 32-hex ids sharing 8 is a 2**-32 event)
+    assert cli_compare.main([ids[0][:8], ids[1][:8], "--tracking-uri", uri, "--resamples", "50"]) == 0
+    out = capsys.readouterr().out
+    assert f"baseline: a ({ids[0][:8]})" in out and f"b ({ids[1][:8]})    0.5000 1.0000 0.5000" in out  # means 0.5 and 1.0, by hand
+    assert cli_compare.main([ids[0][:8], ids[0], "--tracking-uri", uri]) == 2
+    err = capsys.readouterr().err
+    assert "the same run" in err and ids[0] in err and len(err.strip().splitlines()) == 1

@@ -207,3 +207,21 @@ def _processes_mentioning(text: str) -> list[int]:
 def test_start_server_rejects_a_bad_timeout(tmp_path):
     with pytest.raises(ValueError, match="timeout must be > 0 seconds, got 0"):
         start_server(tmp_path, timeout=0)
+
+
+def test_the_readme_opens_the_ui_with_harness_server_on_the_store_runs_log_to(monkeypatch):
+    import re
+
+    from harness.tracking.tracker import resolve_tracking_uri
+
+    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
+    readme = (PROJECT_ROOT / "README.md").read_text(encoding="utf-8")
+    section = readme[readme.index("## Comparing runs") :]
+    first = re.search(r"`((?:\.venv/bin/)?(?:mlflow|harness) \w+[^`]*)`", section).group(1)
+    # the first UI command of the section is harness server (one uvicorn worker, job runners off), not `mlflow ui`
+    assert first.startswith("harness server"), first
+    root = re.search(r"--root (\S+)", first).group(1)
+    # ... rooted where the default run logs: its backend is the default tracking store
+    assert backend_uri(PROJECT_ROOT / root) == resolve_tracking_uri(None, PROJECT_ROOT)
+    cmd = server_command(PROJECT_ROOT / root, 5000)
+    assert str((PROJECT_ROOT / root / "artifacts").resolve()) in " ".join(cmd)  # the default run's artifact folder

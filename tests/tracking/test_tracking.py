@@ -6,6 +6,7 @@ CLI against real MLflow SQLite stores under tmp_path (BM25 on the bundled kestre
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
 import math
 import os
@@ -21,6 +22,8 @@ import mlflow
 import pandas as pd
 import pytest
 from conftest import _SESSION_CACHE, KESTREL_PATH, PROJECT_ROOT, compose, fresh_store
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from omegaconf import OmegaConf
 
 from harness.evaluation.plots import chunk_size_figure, histogram, rank_curve_figure
@@ -88,7 +91,7 @@ def test_two_job_sweep_has_one_parent_two_children_and_their_artifacts(tmp_path,
     parent = parents[0]
     pid = parent.info.run_id
     assert parent.info.status == "FINISHED"
-    assert parent.info.run_name == "sweep chunker.chunk_size=100,150"
+    assert parent.info.run_name == "sweep chunker.chunk_size=100,150 | retriever=bm25 chunker=fixed stats.bootstrap=0"  # _sweep's fixed overrides
     assert f"sweep parent run {pid}: FINISHED (2 finished)" in proc.stdout
     tags = parent.data.tags
     assert tags["sweep.jobs"] == "2" and tags["sweep.dir"] == str((tmp_path / "sweep").resolve())
@@ -398,13 +401,52 @@ def _hydra(task: list[str], sweeper: str = "hydra._internal.core_plugins.basic_s
 def test_sweep_size_and_name_from_the_overrides():
     h = _hydra(["retriever=bm25", "chunker=fixed,recursive", "chunker.chunk_size=100,200,300"])
     assert count_jobs(h) == 6
-    assert sweep_name(h) == "sweep chunker=fixed,recursive chunker.chunk_size=100,200,300"
-    h = _hydra(["retriever=bm25"], params={"chunker.chunk_overlap": "0,20"})
-    assert count_jobs(h) == 2 and sweep_name(h) == "sweep chunker.chunk_overlap=0,20"
-    assert sweep_name(_hydra(["retriever=bm25"])) == "sweep 2026-12-01/10-00-00"
+    # the swept overrides, then the fixed ones: two sweeps of one grid on other settings get other names
+    assert sweep_name(h) == "sweep chunker=fixed,recursive chunker.chunk_size=100,200,300 | retriever=bm25"
+    h = _hydra(["retriever=bm25", "tracking.uri=sqlite:///x.db", "cache.dir=/c", "embedding.show_progress=false"], params={"chunker.chunk_overlap": "0,20"})
+    assert count_jobs(h) == 2 and sweep_name(h) == "sweep chunker.chunk_overlap=0,20 | retriever=bm25"  # where it is logged: not in the name
+    assert sweep_name(_hydra(["chunker.chunk_size=100,200"])) == "sweep chunker.chunk_size=100,200"
+    assert sweep_name(_hydra(["retriever=bm25"])) == "sweep 2026-12-01/10-00-00 | retriever=bm25"
     assert count_jobs(_hydra(["a=1,2"], sweeper="hydra_plugins.hydra_optuna_sweeper.optuna_sweeper.OptunaSweeper")) is None
-    long = sweep_name(_hydra([f"chunker.chunk_size={','.join(str(i) for i in range(100, 400))}"]))
-    assert len(long) == 200 and long.endswith("...")
+    values = ",".join(str(i) for i in range(100, 400))
+    long = sweep_name(_hydra([f"chunker.chunk_size={values}"]))
+    other = sweep_name(_hydra([f"chunker.chunk_size={values},401"]))
+    # cut to 250 characters, ending in a hash of the whole name: two long sweeps never share a name
+    assert len(long) == len(other) == 250 and long[:200] == other[:200] and long != other
+    assert long.endswith("... " + hashlib.sha256(f"sweep chunker.chunk_size={values}".encode()).hexdigest()[:8])
+
+
+def test_the_overrides_left_out_of_sweep_names_are_the_hash_neutral_groups():
+    from harness.experiment.build import DROP, HASH_NEUTRAL
+    from harness.tracking.callbacks import NAME_NEUTRAL
+
+    assert {k for k, v in HASH_NEUTRAL.items() if v == DROP} <= set(NAME_NEUTRAL)
+    assert set(NAME_NEUTRAL) <= set(HASH_NEUTRAL)  # nothing that changes a result is left out
+
+
+_KEY = st.sampled_from(["chunker.chunk_size", "chunker.chunk_overlap", "retriever", "chunker", "metrics.ks", "stats.bootstrap"])
+_NEUTRAL = st.sampled_from(["tracking.uri=sqlite:///a.db", "cache.dir=/tmp/c", "embedding.show_progress=false", "hydra.job.chdir=true"])
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    st.lists(st.tuples(_KEY, st.lists(st.integers(1, 10**6), min_size=2, max_size=60, unique=True)), max_size=3, unique_by=lambda t: t[0]),
+    st.lists(st.tuples(_KEY, st.integers(1, 999)), max_size=3, unique_by=lambda t: t[0]),
+    st.lists(_NEUTRAL, max_size=3),
+)
+def test_sweep_name_property_swept_then_fixed_never_neutral_at_most_250(swept, fixed, neutral):
+    fixed = [(k, v) for k, v in fixed if k not in {s for s, _ in swept}]
+    swept_lines = [f"{k}={','.join(map(str, vs))}" for k, vs in swept]
+    fixed_lines = [f"{k}={v}" for k, v in fixed]
+    name = sweep_name(_hydra([*swept_lines, *fixed_lines, *neutral]))
+    assert name.startswith("sweep ") and len(name) <= 250
+    head = "sweep " + (" ".join(swept_lines) or "2026-12-01/10-00-00")
+    full = head + (" | " + " ".join(fixed_lines) if fixed_lines else "")
+    if len(full) <= 250:
+        assert name == full  # worked out here from the parts
+    else:
+        assert name == full[:238] + "... " + hashlib.sha256(full.encode()).hexdigest()[:8]
+    assert not any(n.split("=")[0] in name for n in neutral)
 
 
 def test_histogram_by_hand():
