@@ -116,6 +116,15 @@ os.environ["MLFLOW_TRACKING_URI"] = f"sqlite:///{SESSION_ROOT / 'mlruns' / 'mlfl
 atexit.register(shutil.rmtree, SESSION_ROOT, ignore_errors=True)
 
 import pytest  # noqa: E402
+from hypothesis import HealthCheck  # noqa: E402
+from hypothesis import settings as hypothesis_settings  # noqa: E402
+
+# Hypothesis' own speed checks measure the machine, not the test: on two shared cores, or with the
+# suite's empty example and constants cache (HYPOTHESIS_STORAGE_DIRECTORY above; its first draw in
+# each process parses the project's sources), input generation is slow by chance. Every other
+# health check stays on; a test's own @settings(suppress_health_check=...) replaces this list.
+hypothesis_settings.register_profile("harness-suite", deadline=None, suppress_health_check=[HealthCheck.too_slow])
+hypothesis_settings.load_profile("harness-suite")
 
 _RECORDS = pytest.StashKey[list]()
 _HOME_NOTE = pytest.StashKey[list]()
