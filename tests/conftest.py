@@ -69,6 +69,7 @@ else:
     os.environ[harness_test_writes.ENV_HOME] = os.path.abspath(os.path.expanduser("~"))
     os.environ[harness_test_writes.ENV_LOG] = str(SUITE_ROOT / "writes")
     os.environ[harness_test_writes.ENV_PROJECT] = str(PROJECT_ROOT)
+    os.environ[harness_test_writes.ENV_READABLE] = str(PROJECT_ROOT.parent / "shared")  # CHROMA_PATH's datasets
     # Ray 2.60 starts a local cluster in token mode and, without a token, writes one to ~/.ray/auth_token
     os.environ["RAY_AUTH_TOKEN"] = secrets.token_hex(32)
     (SUITE_ROOT / "writes").mkdir()

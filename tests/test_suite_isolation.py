@@ -219,3 +219,6 @@ def test_classify_raises_nothing_on_odd_event_arguments():
     assert writes.classify("sqlite3.connect", ("file:/w/proj/m.db?mode=ro",), project="/w/proj", home=None) == []
     assert writes.classify("sqlite3.connect", ("file:/w/proj/m.db?mode=rwc",), project="/w/proj", home=None) == [("project", "/w/proj/m.db")]
     assert writes.classify("builtins.id", (1,), project="/w/proj", home=None) == []
+    # the shared datasets beside the project may be read (not written) even when the project is in the home
+    assert writes.classify("open", ("/h/shared/q.csv", "r", 0), project="/h/proj", home="/h", readable=("/h/shared",)) == []
+    assert writes.classify("open", ("/h/shared/q.csv", "w", 0), project="/h/proj", home="/h", readable=("/h/shared",)) == [("home", "/h/shared/q.csv")]

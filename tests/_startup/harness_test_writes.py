@@ -11,8 +11,8 @@ process asks for: ``open`` (with its mode and ``os.open`` flags), ``os.mkdir``,
 * ``home <path>``: a write under the user's home folder (the ``HOME`` the test run started
   with), bytecode excepted;
 * ``home-read <path>``: a file opened for reading under that home, except the Python
-  installation itself (``sys.prefix``, ``sys.base_prefix``, ``sys.exec_prefix``) and the
-  project folder.
+  installation itself (``sys.prefix``, ``sys.base_prefix``, ``sys.exec_prefix``), the
+  project folder and the folders in :data:`ENV_READABLE` (the shared datasets beside it).
 
 Each record is one line ``kind<TAB>absolute path<TAB>PYTEST_CURRENT_TEST<TAB>pid`` appended
 to ``<log folder>/<pid>.log`` the moment it happens. Only the suite's processes record:
@@ -39,6 +39,8 @@ ENV_PROJECT = "HARNESS_TESTS_PROJECT"
 #: The user's home folder as the test run found it (absolute), before the suite pointed
 #: ``HOME`` at an empty temporary folder.
 ENV_HOME = "HARNESS_TESTS_REAL_HOME"
+#: Folders (``os.pathsep``-separated) the suite may read even inside the home: ``../shared``.
+ENV_READABLE = "HARNESS_TESTS_READABLE"
 
 _WRITE_FLAGS = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_APPEND
 #: audit event -> (indices of the paths it writes, index of the dir_fd each is relative to or None)
@@ -89,12 +91,15 @@ def _under(path: str, root: str) -> bool:
     return path == root or path.startswith(root + os.sep)
 
 
-def classify(event: str, args: tuple, *, project: str, home: str | None, skip: tuple[str, ...] = (), cwd: str | None = None) -> list[tuple[str, str]]:
+def classify(
+    event: str, args: tuple, *, project: str, home: str | None, skip: tuple[str, ...] = (), readable: tuple[str, ...] = (), cwd: str | None = None
+) -> list[tuple[str, str]]:
     """The records one audit event makes: a list of ``(kind, absolute path)`` with kind
     ``"project"``, ``"home"`` or ``"home-read"`` (see the module docstring); empty for an
     event that touches neither folder. ``project`` and ``home`` are normalised absolute
     folders (``home`` None: not watched); paths under a folder in ``skip`` (the Python
-    installation, the record folder) are never recorded. ``cwd`` resolves relative paths
+    installation, the record folder) are never recorded, reads under a folder in ``readable``
+    neither. ``cwd`` resolves relative paths
     (default: the working directory). A pure function of its arguments plus the file
     descriptors of ``dir_fd`` arguments; raises nothing for any event arguments."""
     if event == "open":
@@ -132,7 +137,8 @@ def classify(event: str, args: tuple, *, project: str, home: str | None, skip: t
                 found.append(("project", p))
         elif home is not None and _under(p, home):
             if not write:
-                found.append(("home-read", p))
+                if not any(_under(p, r) for r in readable):
+                    found.append(("home-read", p))
             elif not bytecode:
                 found.append(("home", p))
     return found
@@ -143,7 +149,7 @@ def _hook(event: str, args: tuple) -> None:
         return
     state = _installed
     try:
-        found = classify(event, args, project=state["project"], home=state["home"], skip=state["skip"])
+        found = classify(event, args, project=state["project"], home=state["home"], skip=state["skip"], readable=state["readable"])
     except Exception:  # an audit hook must never break the call it watches
         return
     if not found:
@@ -157,9 +163,10 @@ def _hook(event: str, args: tuple) -> None:
         pass
 
 
-def install(log: str, project: str, home: str | None) -> None:
+def install(log: str, project: str, home: str | None, readable: tuple[str, ...] = ()) -> None:
     """Record this process's writes under ``project`` and its writes and reads under
-    ``home`` (None: not watched) into the folder ``log`` (absolute; must exist). Once per
+    ``home`` (None: not watched; reads under ``readable`` excepted) into the folder ``log``
+    (absolute; must exist). Once per
     process: later calls change nothing (an audit hook cannot be removed)."""
     global _installed
     if _installed is not None:
@@ -172,18 +179,19 @@ def install(log: str, project: str, home: str | None) -> None:
     for prefix in (sys.prefix, sys.base_prefix, sys.exec_prefix):
         skip.add(os.path.normpath(prefix))
         skip.add(os.path.realpath(prefix))
-    _installed = {"log": os.path.abspath(log), "project": project, "home": home, "skip": tuple(skip)}
+    readable = tuple(os.path.normpath(os.path.abspath(r)) for r in readable if r)
+    _installed = {"log": os.path.abspath(log), "project": project, "home": home, "skip": tuple(skip), "readable": readable}
     sys.addaudithook(_hook)
 
 
 def install_from_env() -> bool:
     """:func:`install` with the folders the test session put in the environment
-    (:data:`ENV_LOG`, :data:`ENV_PROJECT`, :data:`ENV_HOME`); False (nothing installed)
+    (:data:`ENV_LOG`, :data:`ENV_PROJECT`, :data:`ENV_HOME`, :data:`ENV_READABLE`); False (nothing installed)
     outside a test session, i.e. when :data:`ENV_LOG` or :data:`ENV_PROJECT` is unset."""
     log, project = os.environ.get(ENV_LOG), os.environ.get(ENV_PROJECT)
     if not log or not project or not os.path.isdir(log):
         return False
-    install(log, project, os.environ.get(ENV_HOME) or None)
+    install(log, project, os.environ.get(ENV_HOME) or None, tuple(os.environ.get(ENV_READABLE, "").split(os.pathsep)))
     return True
 
 
