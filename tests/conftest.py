@@ -11,18 +11,36 @@ here or in a subprocess that inherits the environment, never logs to the project
 is a folder inside it (so anything written relative to the working directory, such as
 MLflow's ``./mlruns`` artifact default, lands there). :func:`compose` sends the on-disk cache
 there too. The folder is removed when the process exits (``tmp_path`` folders are kept by
-pytest as usual). At session end the run fails if the project's ``mlruns/``, ``.cache/``,
-``outputs/`` or ``multirun/`` differ from the snapshot taken at session start, and the
-summary lists what appeared, changed or went away. Do not run experiments from the same
-project folder while the suite runs: their writes would be reported too.
+pytest as usual).
+
+The user's home: the first test process (the one the command started) makes one suite
+folder that it, its workers and every subprocess share through the environment (see
+:data:`HOME_VARIABLES`): ``HOME`` is an empty folder in it, and every cache and
+configuration folder a library would put under ``~`` (Hugging Face, torch, matplotlib,
+MLflow's telemetry file, numba, tiktoken, ir_datasets, IPython, Jupyter, Hypothesis'
+example database, chromium's profile) is a folder beside it. So the suite neither reads
+nor writes the user's home and depends on no cache a former run left there; MLflow's and
+Ray's usage telemetry is off. The suite folder is removed at exit.
+
+The write guard: every test process, and every Python subprocess that inherits the
+environment, records each write it makes under the project folder and each write or read
+under the user's real home (:mod:`harness_test_writes`, an audit hook; bytecode caches
+and ``.pytest_cache`` excepted). At session end the run fails if there is any record, and
+the summary ("writes into the project folder or your home") names each path and the test
+that wrote it. Writes by other programs (an experiment of yours running in the clone at
+the same time) are not the suite's and are not reported. A non-Python program the suite
+starts is not seen by the hook; anything it puts in the suite's empty ``HOME`` is listed as
+a note (a redirect this file lacks).
 """
 
 from __future__ import annotations
 
 import atexit
 import os
+import secrets
 import shutil
 import signal
+import sys
 import tempfile
 from pathlib import Path
 
@@ -35,6 +53,62 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 os.environ["HARNESS_AUTO_PRECISION"] = "fp32"
 
 PROJECT_ROOT = Path(__file__).resolve().parents[1]
+_STARTUP = Path(__file__).resolve().parent / "_startup"
+if str(_STARTUP) not in sys.path:
+    sys.path.insert(0, str(_STARTUP))
+import harness_test_writes  # noqa: E402
+
+#: The folder shared by this test run's processes (made by the first, removed by it at exit).
+_SUITE_ENV = "HARNESS_TESTS_SUITE_ROOT"
+if os.environ.get(_SUITE_ENV) and Path(os.environ[_SUITE_ENV]).is_dir():
+    SUITE_ROOT = Path(os.environ[_SUITE_ENV])
+else:
+    SUITE_ROOT = Path(tempfile.mkdtemp(prefix="harness-suite-"))
+    os.environ[_SUITE_ENV] = str(SUITE_ROOT)
+    # the user's home as this run found it (a worker or subprocess inherits the first process's value)
+    os.environ[harness_test_writes.ENV_HOME] = os.path.abspath(os.path.expanduser("~"))
+    os.environ[harness_test_writes.ENV_LOG] = str(SUITE_ROOT / "writes")
+    os.environ[harness_test_writes.ENV_PROJECT] = str(PROJECT_ROOT)
+    os.environ[harness_test_writes.ENV_READABLE] = str(PROJECT_ROOT.parent / "shared")  # CHROMA_PATH's datasets
+    # Ray 2.60 starts a local cluster in token mode and, without a token, writes one to ~/.ray/auth_token
+    os.environ["RAY_AUTH_TOKEN"] = secrets.token_hex(32)
+    (SUITE_ROOT / "writes").mkdir()
+    (SUITE_ROOT / "home").mkdir()
+    atexit.register(shutil.rmtree, SUITE_ROOT, ignore_errors=True)
+#: The user's home as the test run found it; nothing in the suite reads or writes under it.
+REAL_HOME = Path(os.environ[harness_test_writes.ENV_HOME])
+#: The empty folder ``HOME`` points at during the suite.
+SUITE_HOME = SUITE_ROOT / "home"
+
+#: Variables that decide where a library keeps files under ``~``, each with its folder in
+#: the suite folder; names that only switch usage telemetry off have a plain value.
+HOME_VARIABLES = {
+    "HOME": str(SUITE_HOME),
+    "XDG_CACHE_HOME": str(SUITE_ROOT / "cache"),  # matplotlib's font list, chromium's cache, ...
+    "XDG_CONFIG_HOME": str(SUITE_ROOT / "config"),  # MLflow's telemetry.json, chromium's profile, ...
+    "XDG_DATA_HOME": str(SUITE_ROOT / "data"),  # Jupyter's kernels and runtime files, ...
+    "XDG_STATE_HOME": str(SUITE_ROOT / "state"),
+    "HF_HOME": str(SUITE_ROOT / "cache" / "huggingface"),  # the Hugging Face hub cache (sentence-transformers, model2vec)
+    "TORCH_HOME": str(SUITE_ROOT / "cache" / "torch"),
+    "MPLCONFIGDIR": str(SUITE_ROOT / "config" / "matplotlib"),
+    "NUMBA_CACHE_DIR": str(SUITE_ROOT / "cache" / "numba"),
+    "TIKTOKEN_CACHE_DIR": str(SUITE_ROOT / "cache" / "tiktoken"),  # else a shared, warm /tmp/data-gym-cache
+    "IR_DATASETS_HOME": str(SUITE_ROOT / "data" / "ir_datasets"),  # ir_measures loads ir_datasets (~/.ir_datasets)
+    "IPYTHONDIR": str(SUITE_ROOT / "config" / "ipython"),  # the notebook test's kernel (~/.ipython)
+    "JUPYTER_CONFIG_DIR": str(SUITE_ROOT / "config" / "jupyter"),  # ~/.jupyter
+    "RAY_TMPDIR": str(SUITE_ROOT / "ray"),  # a local Ray cluster's session files (else a shared /tmp/ray)
+    "HYPOTHESIS_STORAGE_DIRECTORY": str(SUITE_ROOT / "hypothesis"),  # else .hypothesis/ in the starting folder
+    "MLFLOW_DISABLE_TELEMETRY": "true",
+    "RAY_USAGE_STATS_ENABLED": "0",
+    "HF_HUB_DISABLE_TELEMETRY": "1",
+}
+os.environ.update(HOME_VARIABLES)
+# the suite's own Python subprocesses record their writes too (tests/_startup/sitecustomize.py)
+_pythonpath = os.environ.get("PYTHONPATH", "")
+if str(_STARTUP) not in _pythonpath.split(os.pathsep):
+    os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (str(_STARTUP), _pythonpath) if p)
+harness_test_writes.install_from_env()
+
 #: This process's temporary folder for everything the suite writes outside ``tmp_path``.
 SESSION_ROOT = Path(tempfile.mkdtemp(prefix="harness-tests-"))
 (SESSION_ROOT / "mlruns").mkdir()
@@ -43,48 +117,26 @@ os.environ["MLFLOW_TRACKING_URI"] = f"sqlite:///{SESSION_ROOT / 'mlruns' / 'mlfl
 atexit.register(shutil.rmtree, SESSION_ROOT, ignore_errors=True)
 
 import pytest  # noqa: E402
-from hypothesis import settings as _hypothesis_settings  # noqa: E402
+from hypothesis import HealthCheck  # noqa: E402
+from hypothesis import settings as hypothesis_settings  # noqa: E402
 
-# Property tests draw new inputs on every run on a developer's machine (to keep finding
-# cases); CI (HYPOTHESIS_PROFILE=ci in .ci/run) draws a fixed sequence, so a green main stays green.
-_hypothesis_settings.register_profile("ci", derandomize=True, print_blob=True)
-_hypothesis_settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "default"))
+# Hypothesis' own speed checks measure the machine, not the test: on two shared cores, or with the
+# suite's empty example and constants cache (HYPOTHESIS_STORAGE_DIRECTORY above; its first draw in
+# each process parses the project's sources), input generation is slow by chance. Every other
+# health check stays on; a test's own @settings(suppress_health_check=...) replaces this list.
+# Property tests draw new inputs on every run on a developer's machine (to keep finding cases);
+# CI (HYPOTHESIS_PROFILE=ci in .ci/run) draws a fixed sequence, so a green main stays green.
+hypothesis_settings.register_profile("harness-suite", deadline=None, suppress_health_check=[HealthCheck.too_slow])
+hypothesis_settings.register_profile("ci", parent=hypothesis_settings.get_profile("harness-suite"), derandomize=True, print_blob=True)
+hypothesis_settings.load_profile("ci" if os.environ.get("HYPOTHESIS_PROFILE") == "ci" else "harness-suite")
 
-#: Project folders the suite must leave as they were (created, changed or removed = failure).
-GUARDED = ("mlruns", ".cache", "outputs", "multirun")
-_CHANGED = pytest.StashKey[list]()
-_SNAPSHOT = pytest.StashKey[dict]()
-
-
-def _snapshot() -> dict[str, tuple]:
-    """Every path under the guarded folders -> ("dir",) or (size in bytes, mtime in ns)."""
-    state: dict[str, tuple] = {}
-    for name in GUARDED:
-        top = PROJECT_ROOT / name
-        if not top.exists():
-            continue
-        state[name] = ("dir",)
-        for dirpath, dirnames, filenames in os.walk(top):
-            for entry in dirnames:
-                state[os.path.relpath(os.path.join(dirpath, entry), PROJECT_ROOT)] = ("dir",)
-            for entry in filenames:
-                path = os.path.join(dirpath, entry)
-                try:
-                    st = os.lstat(path)
-                except OSError:  # removed while walking
-                    continue
-                state[os.path.relpath(path, PROJECT_ROOT)] = (st.st_size, st.st_mtime_ns)
-    return state
+_RECORDS = pytest.StashKey[list]()
+_HOME_NOTE = pytest.StashKey[list]()
 
 
 def _is_worker(config) -> bool:
     """True in a pytest-xdist worker (the controller does the session-end check)."""
     return hasattr(config, "workerinput")
-
-
-def pytest_sessionstart(session):
-    if not _is_worker(session.config):
-        session.config.stash[_SNAPSHOT] = _snapshot()
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -97,33 +149,47 @@ def _work_in_the_session_folder():
     os.chdir(before)
 
 
+def suite_records(log: Path) -> list[str]:
+    """The write guard's findings in the record folder ``log``, one line each
+    (``wrote <path> (test)``, ``read <path> (test)``), each path once, sorted."""
+    seen: dict[str, str] = {}
+    for kind, path, test, _pid in harness_test_writes.read_records(str(log)):
+        verb = "read" if kind == "home-read" else "wrote"
+        seen.setdefault(f"{verb} {path}", test.rsplit(" (", 1)[0] or "collection or session setup")
+    return [f"{key}  ({test})" for key, test in sorted(seen.items())]
+
+
 def pytest_sessionfinish(session, exitstatus):
-    before = session.config.stash.get(_SNAPSHOT, None)
-    if before is None:
+    if _is_worker(session.config):
         return
-    after = _snapshot()
-    changed = [f"created {p}" for p in sorted(after.keys() - before.keys())]
-    changed += [f"removed {p}" for p in sorted(before.keys() - after.keys())]
-    changed += [f"changed {p}" for p in sorted(before.keys() & after.keys()) if before[p] != after[p]]
-    if changed:
-        session.config.stash[_CHANGED] = changed
+    found = suite_records(Path(os.environ[harness_test_writes.ENV_LOG]))
+    if found:
+        session.config.stash[_RECORDS] = found
         if session.exitstatus == pytest.ExitCode.OK:
             session.exitstatus = pytest.ExitCode.TESTS_FAILED
+    if SUITE_HOME.is_dir():
+        session.config.stash[_HOME_NOTE] = sorted(str(p.relative_to(SUITE_HOME)) for p in SUITE_HOME.iterdir())
 
 
 def pytest_terminal_summary(terminalreporter, exitstatus, config):
-    changed = config.stash.get(_CHANGED, None)
-    if not changed:
-        return
-    terminalreporter.section("writes into the project folder", sep="=", red=True, bold=True)
-    terminalreporter.line(
-        f"the suite must write only into temporary folders, but {len(changed)} path(s) under "
-        f"{', '.join(GUARDED)} in {PROJECT_ROOT} differ from the session start:"
-    )
-    for line in changed[:50]:
-        terminalreporter.line(f"  {line}")
-    if len(changed) > 50:
-        terminalreporter.line(f"  ... and {len(changed) - 50} more")
+    found = config.stash.get(_RECORDS, None)
+    if found:
+        terminalreporter.section("writes into the project folder or your home", sep="=", red=True, bold=True)
+        terminalreporter.line(
+            f"the suite must write only into temporary folders and never open your home, but its processes touched "
+            f"{len(found)} path(s) under {PROJECT_ROOT} or {REAL_HOME}:"
+        )
+        for line in found[:50]:
+            terminalreporter.line(f"  {line}")
+        if len(found) > 50:
+            terminalreporter.line(f"  ... and {len(found) - 50} more")
+    note = config.stash.get(_HOME_NOTE, None)
+    if note:
+        terminalreporter.section("the suite's empty HOME", sep="-", yellow=True)
+        terminalreporter.line(
+            f"something the suite ran wrote {', '.join(note[:10])} into {SUITE_HOME} (HOME during the suite): "
+            "a folder variable missing from tests/conftest.py HOME_VARIABLES"
+        )
 
 
 KESTREL_PATH = PROJECT_ROOT / "datasets" / "kestrel_kb"
