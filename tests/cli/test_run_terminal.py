@@ -106,7 +106,7 @@ def test_a_sweep_prints_one_line_per_job_and_the_best_job(sweep):
         f"best by recall@5: job {best.data.tags['harness.sweep_job']} {best.info.run_name} (recall@5 {best.data.metrics['recall_at_5']:.4f}, run {best.info.run_id})"
         in proc.stdout
     )
-    table = proc.stdout[proc.stdout.index("best by") - 2000 :]
+    table = proc.stdout[max(0, proc.stdout.index("best by") - 2000) :]
     header = [ln for ln in table.splitlines() if "recall@5" in ln and "status" in ln]
     assert header, proc.stdout[-2000:]
     rows = [ln for ln in table.splitlines() if "FINISHED" in ln and "bm25" in ln]
