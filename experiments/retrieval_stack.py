@@ -14,6 +14,10 @@ what a trained reranker does.
 Usage (from the project root)::
 
     .venv/bin/python experiments/retrieval_stack.py tracking.uri=sqlite:////tmp/stack/mlflow.db cache.dir=/tmp/stack/cache
+
+``--dataset NAME`` (repeatable) runs and reads only those datasets; the columns of the others
+are copied from ``--previous`` (default the committed ``experiments/retrieval_stack.md``), so
+re-measuring one dataset after its labels change leaves the other's numbers as published.
 """
 
 from __future__ import annotations
@@ -49,12 +53,45 @@ def run(overrides: list[str]) -> None:
     subprocess.run(cmd, check=True, cwd=PROJECT_ROOT, stdout=sys.stderr)  # the jobs' own tables: standard output keeps the one table
 
 
-def table(uri: str) -> str:
-    """recall@5 per dataset, chunking, embedding and retriever from the FINISHED runs in ``uri``."""
+PREVIOUS = PROJECT_ROOT / "experiments" / "retrieval_stack.md"
+
+
+def previous_cells(text: str, datasets: set[str]) -> dict[tuple[str, str, str, str], float]:
+    """The recall@5 cells of ``datasets`` in a table this script printed (``text``, Markdown).
+
+    Returns ``{(dataset, chunking, embedding label, retriever): recall@5}`` (empty cells are
+    left out). Raises ``SystemExit`` (one line) when the table lacks a column of ``datasets``.
+    """
+    lines = [line for line in text.splitlines() if line.startswith("|")]
+    if len(lines) < 2:
+        raise SystemExit(f"--previous: no table found (expected the Markdown table of {Path(__file__).name})")
+    head = [c.strip() for c in lines[0].strip("|").split("|")]
+    wanted = {f"{d} {r}": (d, r) for d in datasets for r in RETRIEVERS}
+    missing = sorted(set(wanted) - set(head))
+    if missing:
+        raise SystemExit(f"--previous: the table has no column {missing[0]!r} (columns: {', '.join(head)})")
+    cells: dict[tuple[str, str, str, str], float] = {}
+    for line in lines[2:]:
+        row = [c.strip() for c in line.strip("|").split("|")]
+        chunking, emb = row[0].strip("`"), row[1]
+        for name, value in zip(head[2:], row[2:]):
+            if name in wanted and value.strip("*"):
+                d, r = wanted[name]
+                cells[(d, chunking, emb, r)] = float(value.strip("*"))
+    return cells
+
+
+def table(uri: str, datasets: tuple[str, ...] = tuple(DATASETS), previous: str = "") -> str:
+    """recall@5 per dataset, chunking, embedding and retriever as one Markdown table.
+
+    Cells of ``datasets`` come from the FINISHED runs in ``uri``; those of every other dataset
+    of :data:`DATASETS` from ``previous`` (a table this function printed, see
+    :func:`previous_cells`). Bold: the best retriever per dataset and row.
+    """
     from harness.tracking.runs import search_runs
 
-    cells: dict[tuple[str, str, str, str], float] = {}
-    for dataset in DATASETS:
+    cells = previous_cells(previous, set(DATASETS) - set(datasets)) if set(DATASETS) - set(datasets) else {}
+    for dataset in datasets:
         for r in search_runs(uri, dataset, "attributes.status = 'FINISHED'"):
             retriever, embedding = r.tags.get("retriever", ""), r.tags.get("embedding", "")
             if retriever not in RETRIEVERS or "recall_at_5" not in r.metrics:
@@ -80,8 +117,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--cross-encoder", metavar="FOLDER", help="a CrossEncoder folder for retriever=rerank (default: a plumbing model built locally)")
     parser.add_argument("--table-only", action="store_true", help="print the table of the runs already in the store")
     parser.add_argument("--candidates", type=int, default=20, help="first-stage candidates the reranker re-scores per query")
+    parser.add_argument("--dataset", action="append", choices=list(DATASETS), help="run and read only this dataset (repeatable; default: all)")
+    parser.add_argument("--previous", type=Path, default=PREVIOUS, help="table whose columns are kept for the datasets not given (default: %(default)s)")
     parser.add_argument("overrides", nargs="*", help="Hydra overrides for every job, e.g. tracking.uri=... cache.dir=...")
     args = parser.parse_args(argv)
+    datasets = tuple(d for d in DATASETS if d in (args.dataset or DATASETS))
+    previous = args.previous.read_text(encoding="utf-8") if set(datasets) != set(DATASETS) else ""
     uri = next((o.split("=", 1)[1] for o in args.overrides if o.startswith("tracking.uri=")), None)
     if uri is None:
         from harness.tracking.tracker import resolve_tracking_uri
@@ -90,7 +131,8 @@ def main(argv: list[str] | None = None) -> int:
     if not args.table_only:
         cache = next((Path(o.split("=", 1)[1]) for o in args.overrides if o.startswith("cache.dir=")), PROJECT_ROOT / ".cache")
         model = Path(args.cross_encoder) if args.cross_encoder else plumbing_cross_encoder(cache / "models" / "plumbing-cross-encoder")
-        for dataset, extra in DATASETS.items():
+        for dataset in datasets:
+            extra = DATASETS[dataset]
             run(["experiment=retrieval_stack", *extra, *args.overrides])
             run(
                 [
@@ -104,7 +146,7 @@ def main(argv: list[str] | None = None) -> int:
                     *args.overrides,
                 ]
             )
-    print(table(uri))
+    print(table(uri, datasets, previous))
     return 0
 
 

@@ -80,3 +80,24 @@ def test_readme_retrieval_table_is_the_scripts_table():
     block = re.search(r"<!-- retrieval-stack:start[^>]*-->\n(.*?)\n<!-- retrieval-stack:end -->", (root / "README.md").read_text(encoding="utf-8"), re.S)
     assert block is not None and block.group(1) == table
     assert table.splitlines()[0].startswith("| chunking | embedding | kestrel_kb faiss |")
+
+
+def test_retrieval_stack_keeps_the_columns_of_datasets_not_rerun(tmp_path):
+    """``--dataset kestrel_kb`` re-measures one dataset: the other's columns are the committed ones, digit for digit."""
+    import importlib.util
+    from pathlib import Path
+
+    import pytest
+
+    root = Path(__file__).resolve().parents[2]
+    spec = importlib.util.spec_from_file_location("retrieval_stack_script", root / "experiments" / "retrieval_stack.py")
+    script = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(script)
+    committed = (root / "experiments" / "retrieval_stack.md").read_text(encoding="utf-8").strip()
+    # no dataset read from the (empty) store: every cell comes from the committed table, bold marks included
+    assert script.table(f"sqlite:///{tmp_path / 'mlflow.db'}", (), committed) == committed
+    cells = script.previous_cells(committed, {"chroma_general"})
+    assert cells and {d for d, *_ in cells} == {"chroma_general"}
+    assert all(0 <= v <= 1 for v in cells.values())
+    with pytest.raises(SystemExit, match="no column 'other bm25'"):
+        script.previous_cells("| chunking | embedding | kestrel_kb faiss |\n|---|---|---:|\n", {"other"})
