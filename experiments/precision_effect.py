@@ -15,6 +15,10 @@ without running anything::
 
     python experiments/precision_effect.py                       # both datasets, ~2 min on 2 cores
     python experiments/precision_effect.py --from-json experiments/precision_effect.json
+    python experiments/precision_effect.py --datasets kestrel_kb --update  # re-measure one, keep the other
+
+``--update`` replaces the entries of the datasets run in the existing ``--out`` JSON and
+keeps every other entry as it was (see :func:`merge_results`).
 """
 
 from __future__ import annotations
@@ -171,6 +175,21 @@ def render_markdown(data: dict) -> str:
     return "\n".join(lines)
 
 
+def merge_results(previous: dict, fresh: dict) -> dict:
+    """``fresh`` (a result of some datasets) merged into ``previous`` (a committed result).
+
+    Entries of the datasets in ``fresh`` replace theirs; the others are kept unchanged; the
+    order is that of :data:`DATASETS`; the top-level fields (settings, environment) are
+    ``fresh``'s. Raises ``SystemExit`` (one line) when the two were computed with different
+    metrics, resamples, seed or confidence, since their rows could not be read as one table.
+    """
+    for key in ("metrics", "n_resamples", "seed", "confidence"):
+        if previous.get(key) != fresh.get(key):
+            raise SystemExit(f"--update: the previous result has {key}={previous.get(key)!r}, this run {fresh.get(key)!r}; re-run every dataset instead")
+    by_name = {d["dataset"]: d for d in previous["datasets"]} | {d["dataset"]: d for d in fresh["datasets"]}
+    return {**fresh, "datasets": [by_name[name] for name in DATASETS if name in by_name]}
+
+
 def environment() -> dict:
     """Versions and the CPU facts that decide bf16 speed (not its results)."""
     import sentence_transformers
@@ -202,6 +221,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, default=PROJECT_ROOT / "experiments" / "precision_effect.json", help="result JSON")
     parser.add_argument("--work", type=Path, default=None, help="folder for the tracking stores and caches (default: a temporary one)")
     parser.add_argument("--from-json", type=Path, default=None, help="print the table of this JSON and exit")
+    parser.add_argument("--update", action="store_true", help="keep the entries of the datasets not run from the existing --out JSON")
     args = parser.parse_args(argv)
     if args.from_json is not None:
         print(render_markdown(json.loads(args.from_json.read_text(encoding="utf-8"))))
@@ -217,6 +237,8 @@ def main(argv: list[str] | None = None) -> int:
             "environment": environment(),
             "datasets": [compare(ds, work / ds) for ds in args.datasets],
         }
+    if args.update and args.out.is_file():
+        data = merge_results(json.loads(args.out.read_text(encoding="utf-8")), data)
     args.out.write_text(json.dumps(data, indent=1) + "\n", encoding="utf-8")
     print(render_markdown(data))
     return 0

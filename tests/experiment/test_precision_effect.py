@@ -44,3 +44,24 @@ def test_committed_json_covers_both_datasets_and_every_metric_consistently():
         assert 0.999 < v["min_cosine"] <= 1 + 1e-9
         assert abs(v["max_abs_cosine_diff"] - (1 - v["min_cosine"])) < 1e-9
         assert v["n_texts"] > ds["n_queries"]
+
+
+def test_rerunning_one_dataset_keeps_the_other_datasets_entries_as_committed():
+    """``--datasets kestrel_kb --update`` replaces that dataset's entry only; the rest of the JSON is unchanged."""
+    import copy
+
+    import pytest
+
+    script = _script()
+    committed = json.loads(RESULT.read_text(encoding="utf-8"))
+    fresh = copy.deepcopy(committed)
+    fresh["datasets"] = [copy.deepcopy(committed["datasets"][0])]
+    fresh["datasets"][0]["n_queries"] = -1  # a marker: the new entry must be the one kept
+    merged = script.merge_results(committed, fresh)
+    assert [d["dataset"] for d in merged["datasets"]] == [d["dataset"] for d in committed["datasets"]]
+    assert merged["datasets"][0]["n_queries"] == -1
+    assert merged["datasets"][1:] == committed["datasets"][1:]
+    other = copy.deepcopy(fresh)
+    other["metrics"] = other["metrics"][:-1]
+    with pytest.raises(SystemExit, match="metrics"):
+        script.merge_results(committed, other)
