@@ -209,7 +209,7 @@ def test_start_server_rejects_a_bad_timeout(tmp_path):
         start_server(tmp_path, timeout=0)
 
 
-def test_the_readme_opens_the_ui_with_harness_server_on_the_store_runs_log_to(monkeypatch):
+def test_the_readme_opens_the_ui_with_harness_server_on_the_store_runs_log_to(monkeypatch, tmp_path):
     import re
 
     from harness.tracking.tracker import resolve_tracking_uri
@@ -222,6 +222,7 @@ def test_the_readme_opens_the_ui_with_harness_server_on_the_store_runs_log_to(mo
     assert first.startswith("harness server"), first
     root = re.search(r"--root (\S+)", first).group(1)
     # ... rooted where the default run logs: its backend is the default tracking store
-    assert backend_uri(PROJECT_ROOT / root) == resolve_tracking_uri(None, PROJECT_ROOT)
-    cmd = server_command(PROJECT_ROOT / root, 5000)
-    assert str((PROJECT_ROOT / root / "artifacts").resolve()) in " ".join(cmd)  # the default run's artifact folder
+    # (a project folder of the test's own: resolving the default store creates its folder)
+    assert backend_uri(tmp_path / root) == resolve_tracking_uri(None, tmp_path)
+    cmd = server_command(tmp_path / root, 5000)
+    assert str((tmp_path / root / "artifacts").resolve()) in " ".join(cmd)  # the default run's artifact folder
