@@ -7,7 +7,8 @@ process asks for: ``open`` (with its mode and ``os.open`` flags), ``os.mkdir``,
 (MLflow's SQLite stores). :func:`install` adds one to this process; it records
 
 * ``project <path>``: a write (create, change, rename, remove) under the project folder,
-  except Python's bytecode (any ``__pycache__`` folder) and pytest's own ``.pytest_cache``;
+  except Python's bytecode (any ``__pycache__`` folder) and pytest's own ``.pytest_cache`` (with the
+  ``pytest-cache-files-*`` folder it is first written in);
 * ``home <path>``: a write under the user's home folder (the ``HOME`` the test run started
   with), bytecode excepted;
 * ``home-read <path>``: a file opened for reading under that home, except the Python
@@ -133,7 +134,7 @@ def classify(
             continue
         bytecode = f"{os.sep}__pycache__" in p
         if _under(p, project):
-            if write and not bytecode and not _under(p, os.path.join(project, ".pytest_cache")):
+            if write and not bytecode and not _pytest_cache(p, project):
                 found.append(("project", p))
         elif home is not None and _under(p, home):
             if not write:
@@ -142,6 +143,16 @@ def classify(
             elif not bytecode:
                 found.append(("home", p))
     return found
+
+
+def _pytest_cache(path: str, project: str) -> bool:
+    """True for pytest's own cache in the project: ``.pytest_cache``, the temporary
+    ``pytest-cache-files-*`` folder pytest fills and renames to it on a first run, and the
+    project folder itself as the parent of that rename."""
+    if os.path.normpath(path) == os.path.normpath(project):
+        return True
+    first = os.path.relpath(path, project).split(os.sep)[0]
+    return first == ".pytest_cache" or first.startswith("pytest-cache-files-")
 
 
 def _hook(event: str, args: tuple) -> None:
