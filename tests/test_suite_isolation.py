@@ -173,7 +173,8 @@ _EVENT = st.sampled_from(["open-w", "open-r", "open-flags-w", "open-flags-r", "o
 )
 def test_classify_records_exactly_the_watched_writes_and_home_reads(where, segments, event, relative):
     """Over generated paths and events: a record iff the path is under the project (a write,
-    outside ``__pycache__`` and a top-level ``.pytest_cache``) or under the home (a write
+    outside ``__pycache__``, a top-level ``.pytest_cache`` or ``pytest-cache-files-*``, and not the
+    project folder itself) or under the home (a write
     outside ``__pycache__``, or a read), never under a skipped folder, relative or absolute alike."""
     roots = {"project": "/w/proj", "home": "/h/me", "elsewhere": "/tmp/x", "skip": "/h/me/.pyenv"}
     path = "/".join([roots[where], *segments])
@@ -196,7 +197,8 @@ def test_classify_records_exactly_the_watched_writes_and_home_reads(where, segme
         rel = "/".join(segments) or "."
         args = tuple(rel if a == path else a for a in args)
     got = writes.classify(name, args, project="/w/proj", home="/h/me", skip=("/h/me/.pyenv",), cwd=cwd)
-    if where == "project" and write and "__pycache__" not in segments and segments[:1] != [".pytest_cache"]:
+    pytest_cache = not segments or segments[0] == ".pytest_cache" or segments[0].startswith("pytest-cache-files-")  # pytest's own cache and its first write
+    if where == "project" and write and "__pycache__" not in segments and not pytest_cache:
         assert got == [("project", path)]
     elif where == "home" and not write:
         assert got == [("home-read", path)]
