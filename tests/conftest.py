@@ -346,3 +346,14 @@ def pytest_collection_modifyitems(config, items):
     quick tests fill the gaps at the end instead of one long test running alone last.
     Order within each group is the collection order; tests do not depend on order."""
     items.sort(key=lambda item: item.get_closest_marker("slow") is None)
+
+
+def windows(n: int, size: int, overlap: int) -> list[tuple[int, int]]:
+    """Character windows of ``size`` stepping ``size - overlap`` over ``n`` characters, the
+    last one ending at ``n`` (worked out independently of the chunkers)."""
+    out, start = [], 0
+    while True:
+        out.append((start, min(start + size, n)))
+        if start + size >= n:
+            return out
+        start += size - overlap

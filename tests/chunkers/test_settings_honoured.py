@@ -15,7 +15,7 @@ with ``step = chunk_size - chunk_overlap``.
 from __future__ import annotations
 
 import pytest
-from conftest import PROJECT_ROOT, compose
+from conftest import PROJECT_ROOT, compose, windows
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
@@ -136,16 +136,6 @@ def test_every_setting_holds_on_generated_documents(name, encoder):
             assert chunks == []
 
     run()
-
-
-def windows(n: int, size: int, overlap: int) -> list[tuple[int, int]]:
-    """Hand rule: windows of ``size`` stepping ``size - overlap``, the last ending at ``n``."""
-    out, start = [], 0
-    while True:
-        out.append((start, min(start + size, n)))
-        if start + size >= n:
-            return out
-        start += size - overlap
 
 
 NO_SPACE = st.one_of(LONG_WORD, CJK.filter(lambda t: "。" not in t and "、" not in t), EMOJI)

@@ -13,6 +13,7 @@ from __future__ import annotations
 import string
 
 import pytest
+from conftest import windows
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -29,17 +30,6 @@ from harness.text.units import get_counter
 from harness.types import Chunk, Document
 
 LETTERS = string.ascii_lowercase  # 26 characters, no separator
-
-
-def windows(n: int, size: int, overlap: int) -> list[tuple[int, int]]:
-    """Character windows of ``size`` stepping ``size - overlap`` over ``n`` characters, the
-    last one ending at ``n`` (worked out independently of the chunkers)."""
-    out, start = [], 0
-    while True:
-        out.append((start, min(start + size, n)))
-        if start + size >= n:
-            return out
-        start += size - overlap
 
 
 def test_hand_worked_windows():
