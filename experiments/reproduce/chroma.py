@@ -26,7 +26,7 @@ import sys
 from pathlib import Path
 
 from harness.experiment.build import PROJECT_ROOT
-from harness.experiment.reproduce import CHROMA_CONFIGURATIONS, Result, corpus_table, reproduce
+from harness.studies.reproduce import CHROMA_CONFIGURATIONS, Result, corpus_table, reproduce
 
 DEFAULT_DATASET = PROJECT_ROOT.parent / "shared" / "datasets" / "chroma_general"
 

@@ -1,6 +1,6 @@
 """``harness bench`` (also ``python -m harness.bench``): speed benchmarks, ratios measured side by side.
 
-The library is :mod:`harness.experiment.bench` (:func:`~harness.experiment.bench.run_benchmarks`).
+The library is :mod:`harness.studies.bench` (:func:`~harness.studies.bench.run_benchmarks`).
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Sequence
 
 from harness.cli import prepare_process
-from harness.experiment.bench import PARTS, run_benchmarks, tables
+from harness.studies.bench import PARTS, run_benchmarks, tables
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -54,7 +54,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def _vs_reference(args: argparse.Namespace) -> int:
     """``--vs-reference`` / ``--from-json``: run (or read) the side-by-side benchmark, write JSON, print the tables."""
-    from harness.experiment import bench_reference
+    from harness.studies import bench_reference
 
     try:
         if args.from_json:
@@ -78,7 +78,7 @@ def _vs_reference(args: argparse.Namespace) -> int:
 
 def _scale(args: argparse.Namespace) -> int:
     """``--scale FACTORS``: time and peak memory per phase on scaled copies of ``--dataset``; JSON to ``--out``, tables to stdout."""
-    from harness.experiment import bench_scale
+    from harness.studies import bench_scale
 
     try:
         factors = bench_scale.parse_factors(args.scale)

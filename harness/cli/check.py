@@ -2,7 +2,7 @@
 
 Re-runs the candidate settings of a gate file (default ``experiments/gate/kestrel_kb.yaml``)
 and tests them against its baseline; ``--update-baseline`` records a new baseline. Exit 0
-pass, 1 regression, 2 config or data error. The library is :mod:`harness.experiment.gate`.
+pass, 1 regression, 2 config or data error. The library is :mod:`harness.studies.gate`.
 
 Besides the markdown table on stdout, ``--junit PATH`` writes the verdict as JUnit XML (one
 test case per guarded metric, the flipped queries in a failure's text; one error case when
@@ -19,7 +19,7 @@ import time
 from pathlib import Path
 from typing import Sequence
 
-from harness.experiment.gate import DEFAULT_GATE, EXIT_ERROR, EXIT_PASS, GateError, _display_path, check, junit_xml, load_gate, update_baseline
+from harness.studies.gate import DEFAULT_GATE, EXIT_ERROR, EXIT_PASS, GateError, _display_path, check, junit_xml, load_gate, update_baseline
 
 #: Environment variable naming the file GitHub Actions shows as the job's summary (markdown, appended to).
 STEP_SUMMARY_ENV = "GITHUB_STEP_SUMMARY"

@@ -2,7 +2,7 @@
 
 ``audit`` lists, per query, retrieved statements that likely state the answer but are not
 labelled, side by side with the labelled evidence (method: :mod:`harness.evaluation.audit`;
-the BM25 ranking it reads: :mod:`harness.experiment.audit`); ``--out FILE.json|FILE.csv``
+the BM25 ranking it reads: :mod:`harness.studies.audit`); ``--out FILE.json|FILE.csv``
 writes every candidate as a record. Exits 0 (candidates are findings, not errors) or 1
 when the dataset cannot be loaded.
 
@@ -154,7 +154,7 @@ def audit_labels(path: str, fmt: str | None = None, split: str = "test", k: int 
     import json
 
     from harness.evaluation.audit import AuditRule
-    from harness.experiment.audit import audit_dataset
+    from harness.studies.audit import audit_dataset
 
     root = Path(path)
     if out is not None and Path(out).suffix.lower() not in (".json", ".csv"):

@@ -1,6 +1,6 @@
 """``harness tune`` (also ``python -m harness.tune``): an Optuna search over chunk settings.
 
-The library is :mod:`harness.experiment.tune`.
+The library is :mod:`harness.studies.tune`.
 """
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import sys
 from typing import Sequence
 
 from harness.cli import prepare_process
-from harness.experiment.tune import DEFAULT_SPACE, DEFAULT_STORAGE, load_space, run_study, summary
+from harness.studies.tune import DEFAULT_SPACE, DEFAULT_STORAGE, load_space, run_study, summary
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -1,14 +1,15 @@
-"""Experiment layer: one run from config to logged result, and what runs many of them.
+"""Experiment layer: one run, from config to logged result.
 
-Owns turning Hydra config into objects (:mod:`.build`), composing the config in-process
-(:mod:`.config`), the frozen settings objects built once from it (:mod:`.settings`), the
-evaluation pipeline (:mod:`.pipeline`: chunk, index, retrieve, score), the stages of one
-run (:mod:`.run`), the release gate (:mod:`.gate`), Optuna search (:mod:`.tune`), the
-speed benchmarks (:mod:`.bench`; :mod:`.bench_reference` against the plain script
-:mod:`.reference_style`, which imports nothing from the harness) and the reproduction of published configurations
-(:mod:`.reproduce`).
+Owns turning Hydra config into objects (:mod:`.build`, the one place that instantiates),
+composing the config in-process (:mod:`.config`), the frozen settings objects built once
+from it (:mod:`.settings`), the evaluation pipeline without Hydra and MLflow
+(:mod:`.pipeline`: chunk, index, retrieve, score), the stages of one run (:mod:`.run`),
+their timing marks (:mod:`.phases`), what a run's or sweep's report is built from
+(:mod:`.report`) and the one-line configuration errors (:mod:`.errors`).
 
-May import every library layer below it (chunkers, datasets, ingest, embeddings,
-retrievers, evaluation, tracking, cache, llm, text, types). Imported only by commands
-(:mod:`harness.cli`), the scripts in ``experiments/`` and tests.
+What runs *many* runs (the gate, Optuna, benchmarks, reproduction) lives one layer up in
+:mod:`harness.studies`. May import every library layer below it (chunkers, datasets,
+ingest, embeddings, retrievers, evaluation, reporting, tracking, cache, llm, text, types).
+Imported by :mod:`harness.studies`, the commands (:mod:`harness.cli`), the scripts in
+``experiments/`` and tests.
 """

@@ -2,7 +2,7 @@
 
 A run calls :func:`mark` when a phase starts (``load``, ``chunk``, ``index``, ``search``,
 ``score``, ``diagnostics``, ``log``) and ``mark("end")`` after its last phase. With no
-listener (every ordinary run) a mark costs one empty loop. :mod:`harness.experiment.bench_scale`
+listener (every ordinary run) a mark costs one empty loop. :mod:`harness.studies.bench_scale`
 listens to take the time and the peak memory of every phase.
 """
 

@@ -14,7 +14,7 @@ from sentence_transformers import SentenceTransformer
 from harness import runtime
 from harness.embeddings.model import Encoder, default_model_path
 from harness.experiment.build import config_hash
-from harness.experiment.gate import Baseline, precision_line
+from harness.studies.gate import Baseline, precision_line
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
 SQUAD = PROJECT_ROOT / "tests" / "data" / "squad_saltmere" / "saltmere_squad.json"

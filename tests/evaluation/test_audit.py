@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 from harness.datasets.native import read_native
 from harness.evaluation.audit import AuditRule, audit, audit_query, content_words, key_values, misses_with_candidate, overlap, statement_units
-from harness.experiment.audit import audit_dataset
+from harness.studies.audit import audit_dataset
 from harness.types import Chunk, Document, Evidence, Query
 from tests.conftest import KESTREL_PATH
 

@@ -145,7 +145,7 @@ def test_an_unknown_metrics_mode_is_refused_with_the_one_meant():
 
 
 def test_the_gate_tags_its_runs():
-    from harness.experiment.gate import DEFAULT_GATE, compose_candidate, load_gate
+    from harness.studies.gate import DEFAULT_GATE, compose_candidate, load_gate
 
     cfg = compose_candidate(load_gate(DEFAULT_GATE), [], "gate")
     assert cfg.tracking.purpose == "gate" and cfg.tracking.run_name.startswith("gate-")

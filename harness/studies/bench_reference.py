@@ -15,13 +15,13 @@ rounds ``A B C [C'] W`` (interleaved, so all see the same background load):
   spans), all-MiniLM-L6-v2 (``embedding.precision=auto``), FAISS exact search, on every
   corpus and question of the dataset; an empty cache folder and a new tracking store
   (SQLite) in a new folder each round, as on first use.
-* **B, reference-style pipeline**: :mod:`harness.experiment.reference_style` ``pipeline``,
+* **B, reference-style pipeline**: :mod:`harness.studies.reference_style` ``pipeline``,
   a script importing nothing from the harness that does what Chroma's ``chunking_evaluation``
   does for a ``FixedTokenChunker`` (tiktoken windows, chunks located by text search,
   sentence-transformers vectors, FAISS ``IndexFlatIP``, top k, recall over evidence
   characters). Its recall is reported next to the harness's ``recall@k`` as a check that both
   evaluate the same thing.
-* **C, encoding floor**: :mod:`harness.experiment.reference_style` ``floor``: load the model
+* **C, encoding floor**: :mod:`harness.studies.reference_style` ``floor``: load the model
   and encode the same unique chunk texts and questions, nothing else; at fp32 and, when
   ``embedding.precision=auto`` resolves to bf16 on this machine
   (:func:`harness.runtime.resolve_precision`: a CPU with AMX), also at bf16 (C'). Where auto
@@ -54,8 +54,8 @@ import time
 from pathlib import Path
 from typing import Sequence
 
-from harness.experiment.bench import _log, _subprocess
 from harness.experiment.build import PROJECT_ROOT
+from harness.studies.bench import _log, _subprocess
 
 #: The script run for B and C (a plain file, run with ``python -P`` so that no harness module is importable by accident).
 SCRIPT = Path(__file__).with_name("reference_style.py")
@@ -221,7 +221,7 @@ def run_vs_reference(dataset: str = "chroma_general", rounds: int = 3, work: str
     if isinstance(rounds, bool) or not isinstance(rounds, int) or rounds < 1:
         raise ValueError(f"--rounds must be an integer >= 1, got {rounds!r}")
     folder = dataset_folder(dataset)
-    from harness.experiment import reference_style
+    from harness.studies import reference_style
 
     auto = auto_precision()
     precisions = ["fp32"] + (["bf16"] if auto["precision"] == "bf16" else [])

@@ -10,7 +10,7 @@ import pandas as pd
 import pytest
 from conftest import PROJECT_ROOT
 
-from harness.experiment.reproduce import ALL, CHROMA_CONFIGURATIONS, Result, base_overrides, corpus_table, select, split_by_corpus
+from harness.studies.reproduce import ALL, CHROMA_CONFIGURATIONS, Result, base_overrides, corpus_table, select, split_by_corpus
 
 SCRIPT = PROJECT_ROOT / "experiments" / "reproduce" / "chroma.py"
 
@@ -168,7 +168,7 @@ def test_readme_table_is_the_committed_runs_table():
     ],
 )
 def test_overrides_of_what_is_reproduced_are_refused(extra, message):
-    from harness.experiment.reproduce import check_extra
+    from harness.studies.reproduce import check_extra
 
     with pytest.raises(ValueError, match=message):
         check_extra(extra)
@@ -176,7 +176,7 @@ def test_overrides_of_what_is_reproduced_are_refused(extra, message):
 
 
 def test_a_misspelt_override_fails_in_one_line_before_anything_runs(tmp_path):
-    from harness.experiment.reproduce import reproduce
+    from harness.studies.reproduce import reproduce
 
     data = tmp_path / "tiny_chroma"
     _tiny_chroma_dataset(data)

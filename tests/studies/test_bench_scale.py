@@ -7,9 +7,9 @@ import re
 
 import pytest
 
-from harness.experiment import bench_scale as bs
 from harness.experiment.build import PROJECT_ROOT
 from harness.experiment.phases import listening, mark
+from harness.studies import bench_scale as bs
 
 
 def test_phase_meter_times_and_measures_every_phase_of_a_real_evaluation(kestrel):

@@ -1,7 +1,7 @@
 """A plain "reference-style" evaluation and a bare encoding floor, for ``harness bench --vs-reference``.
 
 This file imports nothing from ``harness`` on purpose: it is run as a script
-(``python -P harness/experiment/reference_style.py pipeline|floor ...``) in a fresh
+(``python -P harness/studies/reference_style.py pipeline|floor ...``) in a fresh
 process, so its timings contain only what a straightforward evaluation script pays.
 Its own code, written the way Chroma's ``chunking_evaluation`` package (Smith & Troynikov,
 "Evaluating Chunking Strategies for Retrieval", Chroma technical report, 2024) evaluates a

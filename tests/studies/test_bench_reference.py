@@ -13,8 +13,8 @@ import shutil
 import pytest
 from conftest import PROJECT_ROOT
 
-from harness.experiment import bench_reference, reference_style
-from harness.experiment.bench_reference import MARKERS, TARGETS, docs_tables, generated_block, readme_table, summarize
+from harness.studies import bench_reference, reference_style
+from harness.studies.bench_reference import MARKERS, TARGETS, docs_tables, generated_block, readme_table, summarize
 
 
 def _tiny(root):

@@ -225,7 +225,7 @@ def measure_run(overrides: Sequence[str], factor: int = 1, one_document: bool = 
 
 _DRIVER = """
 import json, sys
-from harness.experiment.bench_scale import measure_run
+from harness.studies.bench_scale import measure_run
 print("BENCH-SCALE " + json.dumps(measure_run(sys.argv[3:], int(sys.argv[1]), sys.argv[2] == "1")), flush=True)
 """
 
@@ -268,9 +268,9 @@ def scale(factors: Sequence[int] = (1, 10, 100), dataset: str = "chroma_general"
         "extrapolated": {...}, "targets": [...], "memory_is", "embed_is"}``.
     """
     from harness.datasets.scaled import scale_dataset
-    from harness.experiment.bench import dataset_overrides
     from harness.experiment.build import build_dataset
     from harness.experiment.config import compose
+    from harness.studies.bench import dataset_overrides
 
     base_overrides = dataset_overrides(dataset)
     base = build_dataset(compose(base_overrides))

@@ -1,5 +1,5 @@
-"""harness.experiment.tune: search-space parsing, conditional suggestions, a resumable BM25 study whose
-trials are real MLflow runs (real store under tmp_path), and a smoke run of harness.experiment.bench."""
+"""harness.studies.tune: search-space parsing, conditional suggestions, a resumable BM25 study whose
+trials are real MLflow runs (real store under tmp_path), and a smoke run of harness.studies.bench."""
 
 import json
 import textwrap
@@ -10,7 +10,7 @@ import pytest
 from conftest import PROJECT_ROOT
 
 from harness.cli import tune as cli_tune
-from harness.experiment import tune
+from harness.studies import tune
 
 
 def _write(tmp_path, text, name="space.yaml"):
@@ -108,7 +108,7 @@ def test_resumable_bm25_study_logs_one_finished_run_per_trial(tmp_path, tracking
 
 @pytest.mark.slow
 def test_bench_quick_smoke_writes_json(tmp_path, kestrel):
-    """harness.experiment.bench end to end on a two-document dataset with tiny settings (no timing asserted)."""
+    """harness.studies.bench end to end on a two-document dataset with tiny settings (no timing asserted)."""
     from harness.cli import bench as cli_bench
 
     data = tmp_path / "tiny"

@@ -25,7 +25,7 @@ from scipy import stats as sps
 
 from harness.cli import check as cli_check
 from harness.evaluation.stats import non_inferiority, sign_flip_p_value_greater
-from harness.experiment import gate as check
+from harness.studies import gate as check
 
 GATE = PROJECT_ROOT / "experiments" / "gate" / "kestrel_kb.yaml"
 BASELINE = PROJECT_ROOT / "experiments" / "gate" / "baseline_kestrel_kb.json"

@@ -1,0 +1,11 @@
+"""Studies layer: what runs many runs over the single-run core of :mod:`harness.experiment`.
+
+The release gate (:mod:`.gate`), Optuna search (:mod:`.tune`), the speed benchmarks
+(:mod:`.bench`; :mod:`.bench_reference` against the plain script :mod:`.reference_style`,
+which imports nothing from the harness; :mod:`.bench_scale` over scaled corpora), the
+reproduction of published configurations (:mod:`.reproduce`) and the dataset label audit
+(:mod:`.audit`).
+
+Rule: ``cli → studies → experiment → components → text → types``. Imported only by the
+commands (:mod:`harness.cli`), the scripts in ``experiments/`` and tests.
+"""
