@@ -1,4 +1,4 @@
-"""Chunkers x retrievers x embedding backends on both datasets, and the README's table.
+"""Chunkers x retrievers x embedding backends on both datasets, and the table of docs/retrievers.md.
 
 Runs ``experiment=retrieval_stack`` (fixed and recursive chunks; FAISS, BM25 and hybrid
 retrieval; the all-MiniLM-L6-v2 and static model2vec embeddings) on ``kestrel_kb`` and on

@@ -29,7 +29,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     parser.add_argument("--rounds", type=int, default=3, help="--vs-reference: interleaved rounds, median of per-round ratios (default: %(default)s)")
     parser.add_argument("--from-json", metavar="FILE", help="print the --vs-reference tables of a JSON written by --out, without running anything")
-    parser.add_argument("--update-docs", action="store_true", help="with --vs-reference or --from-json: write the tables into README.md and docs/benchmark.md")
+    parser.add_argument("--update-docs", action="store_true", help="with --vs-reference or --from-json: write the tables into docs/benchmark.md")
     parser.add_argument("--scale", metavar="FACTORS", help="instead: cost as the work grows, --dataset repeated e.g. 1,10,100 times (docs/benchmark.md)")
     args = parser.parse_args(argv)
     if args.scale:

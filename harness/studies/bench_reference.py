@@ -37,9 +37,8 @@ A/C(auto) <= 1.1, W/A <= 0.1; verdict PASS when the median is within the target.
 seconds are context only: they depend on the machine and its load.
 
 The result (JSON-ready dict, :func:`run_vs_reference`) renders as Markdown with
-:func:`tables`; the README's short table (:func:`readme_table`) and the full one in
-``docs/benchmark.md`` (:func:`docs_tables`) are written between markers by
-:func:`update_docs` from the committed JSON, and a test checks they are its rendering.
+:func:`tables`; the tables of ``docs/benchmark.md`` (:func:`docs_tables`) are written between
+markers by :func:`update_docs` from the committed JSON, and a test checks they are its rendering.
 """
 
 from __future__ import annotations
@@ -85,7 +84,7 @@ CONTEXT_RATIOS = {
     "cold_vs_floor_fp32": "cold harness run / encoding floor at fp32",
     "reference_vs_floor": "reference-style pipeline / encoding floor at the auto precision",
 }
-#: Markers of the generated blocks in README.md and docs/benchmark.md.
+#: Markers of the generated block in docs/benchmark.md.
 MARKERS = (
     "<!-- bench-reference:start (written by harness bench --from-json experiments/bench/reference.json --update-docs) -->",
     "<!-- bench-reference:end -->",
@@ -254,22 +253,6 @@ def _fmt_rounds(values: Sequence[float], digits: int) -> str:
     return ", ".join(f"{v:.{digits}f}" for v in values)
 
 
-def readme_table(result: dict) -> str:
-    """The short Markdown table of the README: each target's median ratio, limit and verdict."""
-    auto = result["auto_precision"]["precision"]
-    lines = [
-        f"{result['dataset']}, {len(result['rounds'])} round(s) on {result['machine']['cpus']} CPUs, `embedding.precision=auto` = {auto} here:",
-        "",
-        "| ratio (median of rounds) | measured | target | verdict |",
-        "|---|---:|---:|---|",
-    ]
-    if result.get("note"):
-        lines[1:1] = ["", f"*{result['note']}*"]
-    for key, (what, limit) in TARGETS.items():
-        lines.append(f"| {what} | {result['medians'][key]:.2f} | ≤ {limit:g} | {result['verdicts'][key]} |")
-    return "\n".join(lines)
-
-
 def docs_tables(result: dict) -> str:
     """The full Markdown of ``docs/benchmark.md``: ratios per round, seconds as context, the recall check."""
     auto = result["auto_precision"]
@@ -333,19 +316,16 @@ def generated_block(text: str) -> str | None:
 
 
 def update_docs(result: dict, root: str | os.PathLike = PROJECT_ROOT) -> list[Path]:
-    """Write :func:`readme_table` into ``README.md`` and :func:`docs_tables` into
-    ``docs/benchmark.md`` between :data:`MARKERS`; returns the files written.
+    """Write :func:`docs_tables` into ``docs/benchmark.md`` under ``root`` between :data:`MARKERS`;
+    returns the files written (that one).
 
     Raises:
-        ValueError: a file has no marker block.
+        ValueError: the file has no marker block.
     """
-    root = Path(root)
-    written = []
-    for path, body in ((root / "README.md", readme_table(result)), (root / "docs" / "benchmark.md", docs_tables(result))):
-        text = path.read_text(encoding="utf-8")
-        path.write_text(_replace_block(text, body, str(path)), encoding="utf-8")
-        written.append(path)
-    return written
+    path = Path(root) / "docs" / "benchmark.md"
+    text = path.read_text(encoding="utf-8")
+    path.write_text(_replace_block(text, docs_tables(result), str(path)), encoding="utf-8")
+    return [path]
 
 
 def load(path: str | os.PathLike) -> dict:

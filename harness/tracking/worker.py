@@ -6,7 +6,7 @@ lookup and the run's creation. In the job's own process that is 2 s of pure Pyth
 critical path, and a thread would not help: it holds the GIL as much as the imports of
 torch and sentence-transformers it would run beside. A second process runs it on the
 second core while the job loads its dataset, chunks and loads the embedding model (the
-README's benchmark section gives the measured effect).
+docs/benchmark.md gives the measured effect).
 
 One worker serves a process (:func:`worker`; started on first use, reused by every job of a
 sweep, restarted if it died): ``python -m harness.tracking.worker FD`` with one end of a

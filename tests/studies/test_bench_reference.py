@@ -1,5 +1,5 @@
 """``harness bench --vs-reference``: the reference-style script on a tiny dataset (real tiktoken,
-real MiniLM, real FAISS), the ratio/verdict/JSON/table logic, and the README and
+real MiniLM, real FAISS), the ratio/verdict/JSON/table logic, and the
 docs/benchmark.md tables being the rendering of the committed JSON."""
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ import pytest
 from conftest import PROJECT_ROOT
 
 from harness.studies import bench_reference, reference_style
-from harness.studies.bench_reference import MARKERS, TARGETS, docs_tables, generated_block, readme_table, summarize
+from harness.studies.bench_reference import MARKERS, TARGETS, docs_tables, generated_block, summarize
 
 
 def _tiny(root):
@@ -156,24 +156,24 @@ def test_json_round_trip_tables_and_the_command(outputs, tmp_path, capsys):
     for key, (what, limit) in TARGETS.items():
         assert f"| {what} | {r['medians'][key]:.3f} |" in printed and f"≤ {limit:g}" in printed
     assert "resolves to **fp32** here: no AMX" in printed
-    assert "\n| cold harness run / reference-style pipeline | 0.40 | ≤ 0.5 | PASS |\n" in readme_table(r)
+    assert "\n| cold harness run / reference-style pipeline | 0.400 | " in printed and "| ≤ 0.5 | PASS |\n" in printed
     (tmp_path / "bad.json").write_text("{}", encoding="utf-8")
     assert main(["--from-json", str(tmp_path / "bad.json")]) == 2
     assert "no 'rounds'" in capsys.readouterr().err
 
 
-def test_update_docs_rewrites_only_the_marked_blocks(outputs, tmp_path):
+def test_update_docs_rewrites_only_the_marked_block(outputs, tmp_path):
     r = summarize(_result(outputs, [(10, 25, 9.5, 0.5)]))
     (tmp_path / "docs").mkdir()
     before, after = "# title\n\ntext before\n", "\ntext after\n"
-    for name in ("README.md", "docs/benchmark.md"):
-        (tmp_path / name).write_text(f"{before}{MARKERS[0]}\nold\n{MARKERS[1]}{after}", encoding="utf-8")
-    bench_reference.update_docs(r, tmp_path)
-    readme, docs = ((tmp_path / n).read_text(encoding="utf-8") for n in ("README.md", "docs/benchmark.md"))
-    assert readme == f"{before}{MARKERS[0]}\n{readme_table(r)}\n{MARKERS[1]}{after}"
-    assert generated_block(docs) == docs_tables(r) and docs.startswith(before) and docs.endswith(after)
-    (tmp_path / "README.md").write_text("no markers\n", encoding="utf-8")
-    with pytest.raises(ValueError, match="README.md has no <!-- bench-reference:start"):
+    (tmp_path / "docs" / "benchmark.md").write_text(f"{before}{MARKERS[0]}\nold\n{MARKERS[1]}{after}", encoding="utf-8")
+    (tmp_path / "README.md").write_text(f"{MARKERS[0]}\nold\n{MARKERS[1]}\n", encoding="utf-8")  # the README holds no benchmark table
+    assert bench_reference.update_docs(r, tmp_path) == [tmp_path / "docs" / "benchmark.md"]
+    docs = (tmp_path / "docs" / "benchmark.md").read_text(encoding="utf-8")
+    assert docs == f"{before}{MARKERS[0]}\n{docs_tables(r)}\n{MARKERS[1]}{after}"
+    assert (tmp_path / "README.md").read_text(encoding="utf-8") == f"{MARKERS[0]}\nold\n{MARKERS[1]}\n"
+    (tmp_path / "docs" / "benchmark.md").write_text("no markers\n", encoding="utf-8")
+    with pytest.raises(ValueError, match="benchmark.md has no <!-- bench-reference:start"):
         bench_reference.update_docs(r, tmp_path)
 
 
@@ -185,11 +185,12 @@ def test_bad_arguments_are_refused_before_anything_runs(tmp_path):
         bench_reference.run_vs_reference(str(tmp_path / "kestrel"), rounds=1)
 
 
-def test_readme_and_docs_tables_are_the_committed_json():
-    """The published ratios come from a run of the benchmark (its JSON), never typed in."""
+def test_the_docs_tables_are_the_committed_json():
+    """The published ratios come from a run of the benchmark (its JSON), never typed in; they
+    live in docs/benchmark.md only (the README links there)."""
     result = bench_reference.load(PROJECT_ROOT / bench_reference.COMMITTED_JSON)
     assert result["k"] == 5 and result["rounds"]
-    readme = (PROJECT_ROOT / "README.md").read_text(encoding="utf-8")
     docs = (PROJECT_ROOT / "docs" / "benchmark.md").read_text(encoding="utf-8")
-    assert generated_block(readme) == readme_table(result)
+    assert docs.count(MARKERS[0]) == 1 and docs.count(MARKERS[1]) == 1
     assert generated_block(docs) == docs_tables(result)
+    assert generated_block((PROJECT_ROOT / "README.md").read_text(encoding="utf-8")) is None

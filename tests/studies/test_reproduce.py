@@ -142,8 +142,8 @@ def test_script_runs_pooled_per_corpus_and_resumes(tmp_path, tracking_uri, capsy
     assert second["results"] == first["results"]
 
 
-def test_readme_table_is_the_committed_runs_table():
-    """The README's numbers come from a run of the script (its JSON), never typed in."""
+def test_docs_table_is_the_committed_runs_table():
+    """The numbers of docs/reproduce.md come from a run of the script (its JSON), never typed in."""
     data = json.loads((PROJECT_ROOT / "experiments" / "reproduce" / "chroma_general.json").read_text(encoding="utf-8"))
     assert data["dataset"] == "chroma_general" and data["k"] == 5
     results = [Result.from_json(r) for r in data["results"]]
@@ -151,9 +151,9 @@ def test_readme_table_is_the_committed_runs_table():
     for r in results:
         assert r.questions[ALL] == sum(n for c, n in r.questions.items() if c != ALL)
         assert r.chunks[ALL] == sum(n for c, n in r.chunks.items() if c != ALL)
-    readme = (PROJECT_ROOT / "README.md").read_text(encoding="utf-8")
-    block = re.search(r"<!-- reproduce-chroma:start[^>]*-->\n(.*?)\n<!-- reproduce-chroma:end -->", readme, re.S)
-    assert block is not None, "README lost its reproduce-chroma table markers"
+    page = (PROJECT_ROOT / "docs" / "reproduce.md").read_text(encoding="utf-8")
+    block = re.search(r"<!-- reproduce-chroma:start[^>]*-->\n(.*?)\n<!-- reproduce-chroma:end -->", page, re.S)
+    assert block is not None, "docs/reproduce.md lost its reproduce-chroma table markers"
     assert block.group(1) == corpus_table(results, data["k"])
 
 
