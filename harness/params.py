@@ -202,12 +202,14 @@ class Param:
 
     def accepts(self, value: Any) -> bool:
         """Whether :meth:`check` would return ``value`` (no exception)."""
+        if value is None and self.allow_none:
+            return True
+        if self.kind == "choice":
+            return value in self.choices  # None too, when it is one of the choices
         if value is None:
-            return self.allow_none
+            return False
         if self.kind == "bool":
             return isinstance(value, bool)
-        if self.kind == "choice":
-            return value in self.choices
         if self.kind == "str":
             if not isinstance(value, str):
                 return False
@@ -243,7 +245,7 @@ class Param:
             return value
         name = f"{where}.{self.name}" if where else self.name
         text = self.message.format(name=name, need=self.requirement(), value=value)
-        if self.kind == "choice" and isinstance(value, str):
+        if self.kind == "choice":
             close = nearest(value, self.choices)
             text += f" (did you mean {close!r}?)" if close is not None else ""
         raise self.error(text)
