@@ -15,7 +15,9 @@ from hypothesis import strategies as st
 
 from harness.params import Param, check_all, is_int, is_number, is_real, require_bool, require_choice, require_int, require_number
 
-ANYTHING = st.one_of(st.none(), st.booleans(), st.integers(), st.floats(allow_nan=True, allow_infinity=True), st.text(max_size=5), st.lists(st.integers(), max_size=2))
+ANYTHING = st.one_of(
+    st.none(), st.booleans(), st.integers(), st.floats(allow_nan=True, allow_infinity=True), st.text(max_size=5), st.lists(st.integers(), max_size=2)
+)
 
 
 @given(st.booleans())
