@@ -5,6 +5,7 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from typing import Any, Iterable
 
+from harness.params import Param
 from harness.types import Chunk, Document, Span
 
 
@@ -205,8 +206,7 @@ class SizedChunker(Chunker):
 
 def check_count_below(name: str, value: int, bound: int, bound_name: str) -> None:
     """Raise ``ValueError`` unless ``0 <= value < bound`` (an integer); the message names both parameters."""
-    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value < bound:
-        raise ValueError(f"chunker.{name} must be an integer in [0, {bound_name}) = [0, {bound}), got {value!r}")
+    Param(name, "int", low=0, high=bound, high_open=True, high_name=bound_name).check(value, "chunker")
 
 
 def check_read(name: str, value, default, read: bool, reader: str) -> None:
@@ -228,14 +228,12 @@ def check_read(name: str, value, default, read: bool, reader: str) -> None:
 
 def check_size(name: str, value: int, minimum: int = 1) -> None:
     """Raise ``ValueError`` unless ``value`` is an int >= ``minimum`` (message names ``name``)."""
-    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-        raise ValueError(f"chunker.{name} must be an integer >= {minimum}, got {value!r}")
+    Param(name, "int", low=minimum).check(value, "chunker")
 
 
 def check_overlap(size: int, overlap: int) -> None:
     """Raise ``ValueError`` unless ``0 <= chunk_overlap < chunk_size``."""
-    if isinstance(overlap, bool) or not isinstance(overlap, int) or overlap < 0 or overlap >= size:
-        raise ValueError(f"chunker.chunk_overlap must be an integer in [0, chunk_size) = [0, {size}), got {overlap!r}")
+    check_count_below("chunk_overlap", overlap, size, "chunk_size")
 
 
 #: Smallest size limit accepted in ``unit="tokens"``: one code point alone can take up to 4
@@ -252,9 +250,8 @@ def check_limit(name: str, value: int, unit: str = "chars") -> None:
     >= :data:`MIN_TOKEN_LIMIT` for ``tokens``. The message names ``chunker.<name>``.
     """
     minimum = MIN_TOKEN_LIMIT if unit == "tokens" else 1
-    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-        why = " for unit=tokens (one character can take up to 4 tokens)" if unit == "tokens" else ""
-        raise ValueError(f"chunker.{name} must be an integer >= {minimum}{why}, got {value!r}")
+    why = " for unit=tokens (one character can take up to 4 tokens)" if unit == "tokens" else ""
+    Param(name, "int", low=minimum, need=f"an integer >= {minimum}{why}").check(value, "chunker")
 
 
 def measure(counter, text: str) -> int:

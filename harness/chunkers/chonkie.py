@@ -30,6 +30,7 @@ import functools
 from typing import Any
 
 from harness.chunkers.adapter import LibraryAdapter
+from harness.params import is_int
 from harness.text.align import Alignment, align, placed
 from harness.types import Chunk, Document, Span
 
@@ -147,7 +148,7 @@ class ChonkieChunker(LibraryAdapter):
         size = self.kwargs.get("chunk_size")
         if size is None:
             size = getattr(self._chunker, "chunk_size", None)
-        if not isinstance(size, int) or isinstance(size, bool) or self.on_oversize == "ignore":
+        if not is_int(size) or self.on_oversize == "ignore":
             return None
         unit, tok = _UNIT[self.tokenizer]
         return (unit, tok, size)
@@ -158,7 +159,7 @@ class ChonkieChunker(LibraryAdapter):
         if self.size_limit() is None:
             return 0
         v = getattr(self._chunker, "chunk_overlap", 0)
-        return v if isinstance(v, int) and not isinstance(v, bool) and v > 0 else 0
+        return v if is_int(v) and v > 0 else 0
 
     def _token_windows(self, text: str, found: list) -> list[Span] | None:
         """Raw spans of ``TokenChunker``'s windows, or None when they do not reproduce

@@ -41,6 +41,7 @@ import numpy as np
 from harness.chunkers.base import MIN_TOKEN_LIMIT, Chunker, check_limit, check_read
 from harness.chunkers.chroma import check_compatible, check_tiktoken, semantic_pieces, token_count
 from harness.chunkers.recursive import RecursiveChunker
+from harness.params import Param
 from harness.text.packing import fit_units, fits
 from harness.text.sentences import sentence_spans
 from harness.text.units import check_unit, get_counter
@@ -105,8 +106,7 @@ def optimal_segmentation(
     sim = np.asarray(similarity, dtype=np.float64)
     if sim.ndim != 2 or sim.shape[0] != sim.shape[1]:
         raise ValueError(f"similarity must be a square matrix, got shape {sim.shape}")
-    if isinstance(max_pieces, bool) or not isinstance(max_pieces, int) or max_pieces < 1:
-        raise ValueError(f"max_pieces must be an integer >= 1, got {max_pieces!r}")
+    Param("max_pieces", "int", low=1).check(max_pieces)
     n = sim.shape[0]
     mu = float(sim[np.triu_indices(n, k=1)].mean()) if n > 1 else 0.0
     width = min(max_pieces, max(n, 1))
@@ -173,8 +173,7 @@ def chroma_segmentation(similarity: np.ndarray, max_cluster: int) -> list[tuple[
     sim = np.asarray(similarity, dtype=np.float64)
     if sim.ndim != 2 or sim.shape[0] != sim.shape[1]:
         raise ValueError(f"similarity must be a square matrix, got shape {sim.shape}")
-    if isinstance(max_cluster, bool) or not isinstance(max_cluster, int) or max_cluster < 1:
-        raise ValueError(f"max_cluster must be an integer >= 1, got {max_cluster!r}")
+    Param("max_cluster", "int", low=1).check(max_cluster)
     n = sim.shape[0]
     mu = float(sim[np.triu_indices(n, k=1)].mean()) if n > 1 else 0.0
     width = max(1, min(max_cluster, n))
@@ -277,11 +276,9 @@ class ClusterSemanticChunker(Chunker):
         check_unit("tokens", tokenizer)
         check_limit("max_chunk_size", max_chunk_size, "tokens")
         lo = MIN_TOKEN_LIMIT
-        if isinstance(piece_size, bool) or not isinstance(piece_size, int) or not lo <= piece_size <= max_chunk_size:
-            raise ValueError(
-                f"chunker.piece_size must be an integer in [{lo}, max_chunk_size] = [{lo}, {max_chunk_size}] "
-                f"(tokens; one character can take up to {lo}), got {piece_size!r}"
-            )
+        Param(
+            "piece_size", "int", low=lo, high=max_chunk_size, low_name=str(lo), high_name="max_chunk_size", note=f"tokens; one character can take up to {lo}"
+        ).check(piece_size, "chunker")
         if pieces not in PIECES:
             raise ValueError(f"chunker.pieces must be one of {list(PIECES)}, got {pieces!r}")
         check_read("piece_size", piece_size, 50, pieces == "recursive", "with chunker.pieces=recursive")

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import re
 
-from harness.chunkers.base import Chunker, check_limit, check_read, check_size
+from harness.chunkers.base import Chunker, check_count_below, check_limit, check_read, check_size
 from harness.chunkers.recursive import RecursiveChunker
 from harness.text.units import check_unit, strip_span
 from harness.types import Chunk, Document, Span
@@ -123,8 +123,7 @@ class HierarchicalChunker(Chunker):
         check_limit("parent_size", parent_size, unit)
         if parent_size <= child_size:
             raise ValueError(f"chunker.parent_size must be > child_size ({child_size}), got {parent_size}")
-        if isinstance(child_overlap, bool) or not isinstance(child_overlap, int) or not 0 <= child_overlap < child_size:
-            raise ValueError(f"chunker.child_overlap must be an integer in [0, child_size) = [0, {child_size}), got {child_overlap!r}")
+        check_count_below("child_overlap", child_overlap, child_size, "child_size")
         check_size("window_chars", window_chars, minimum=0)
         check_read("window_chars", window_chars, 500, return_unit == "window", "with chunker.return_unit=window")
         check_read("markers", list(markers or []), [], mode == "markers", "with chunker.mode=markers")

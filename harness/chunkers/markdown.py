@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from harness.chunkers.base import Chunker, check_limit, fit_prefix, measure
 from harness.chunkers.recursive import RecursiveChunker
+from harness.params import Param
 from harness.text.blocks import (
     Block,
     SizeLimit,
@@ -96,12 +97,9 @@ class MarkdownChunker(Chunker):
     ) -> None:
         check_unit(unit, tokenizer)
         check_limit("max_chunk_size", max_chunk_size, unit)
-        if not isinstance(prepend_section_path, bool):
-            raise ValueError(f"chunker.prepend_section_path must be a boolean, got {prepend_section_path!r}")
-        if isinstance(min_header_level, bool) or not isinstance(min_header_level, int) or not 1 <= min_header_level <= 6:
-            raise ValueError(f"chunker.min_header_level must be an integer in [1, 6], got {min_header_level!r}")
-        if isinstance(max_header_level, bool) or not isinstance(max_header_level, int) or not min_header_level <= max_header_level <= 6:
-            raise ValueError(f"chunker.max_header_level must be an integer in [min_header_level, 6] = [{min_header_level}, 6], got {max_header_level!r}")
+        Param("prepend_section_path", "bool", need="a boolean").check(prepend_section_path, "chunker")
+        Param("min_header_level", "int", low=1, high=6).check(min_header_level, "chunker")
+        Param("max_header_level", "int", low=min_header_level, high=6, low_name="min_header_level").check(max_header_level, "chunker")
         self.max_chunk_size = max_chunk_size
         self.unit = unit
         self.tokenizer = tokenizer

@@ -97,12 +97,11 @@ doc.text[start:end]``.
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
 
 from harness.chunkers.base import Chunker, check_limit, check_size
 from harness.chunkers.chroma import KAMRADT_BUFFER, check_compatible, check_tiktoken, kamradt_windows, semantic_pieces, token_count
+from harness.params import Param
 from harness.text.sentences import sentence_spans
 from harness.text.units import check_unit, get_counter, window_atoms
 from harness.types import Chunk, Document, Span
@@ -190,14 +189,13 @@ def _check_read(breakpoint: str, threshold, percentile, amount, number_of_chunks
         )
 
 
-def _check_number_of_chunks(value) -> None:
-    if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
-        raise ValueError(f"chunker.number_of_chunks must be null or an integer >= 1 (chunks per document), got {value!r}")
+#: ``chunker.number_of_chunks``: null, or the chunks per document (an integer >= 1).
+NUMBER_OF_CHUNKS = Param("number_of_chunks", "int", low=1, allow_none=True, none="null or {}", note="chunks per document")
 
 
 def _top_boundaries(d: np.ndarray, mode: str, number_of_chunks: int) -> list[int]:
     """The ``min(k, n) - 1`` highest-scoring boundaries of ``n = d.size + 1`` sentences."""
-    _check_number_of_chunks(number_of_chunks)
+    NUMBER_OF_CHUNKS.check(number_of_chunks, "chunker")
     cuts = min(number_of_chunks, d.size + 1) - 1
     if cuts <= 0:
         return []
@@ -208,9 +206,8 @@ def _top_boundaries(d: np.ndarray, mode: str, number_of_chunks: int) -> list[int
     return sorted(int(i) for i in order[:cuts])
 
 
-def _check_target_chunk_size(value) -> None:
-    if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
-        raise ValueError(f"chunker.target_chunk_size must be null or an integer >= 1 (average chunk size in tokens of chunker.tokenizer), got {value!r}")
+#: ``chunker.target_chunk_size``: null, or the average chunk size in tokens (an integer >= 1).
+TARGET_CHUNK_SIZE = Param("target_chunk_size", "int", low=1, allow_none=True, none="null or {}", note="average chunk size in tokens of chunker.tokenizer")
 
 
 def bisect_cut_off(distances, number_of_cuts: int) -> float:
@@ -257,14 +254,10 @@ def target_size_breakpoints(distances, total_tokens: int, target_chunk_size: int
     """
     if target_chunk_size is None:
         raise ValueError("chunker.target_chunk_size must be an integer >= 1 here, got None")
-    _check_target_chunk_size(target_chunk_size)
+    TARGET_CHUNK_SIZE.check(target_chunk_size, "chunker")
     d = np.asarray(distances, dtype=np.float64)
     t = bisect_cut_off(d, int(total_tokens) // target_chunk_size)
     return [int(i) for i in np.flatnonzero(d > t)]
-
-
-def _is_real(value) -> bool:
-    return not isinstance(value, bool) and isinstance(value, (int, float)) and math.isfinite(value)
 
 
 class SemanticChunker(Chunker):
@@ -335,19 +328,16 @@ class SemanticChunker(Chunker):
     ) -> None:
         if breakpoint not in BREAKPOINTS:
             raise ValueError(f"chunker.breakpoint must be one of {list(BREAKPOINTS)}, got {breakpoint!r}")
-        if not _is_real(threshold) or not -1.0 <= threshold <= 1.0:
-            raise ValueError(f"chunker.threshold must be a cosine similarity in [-1, 1], got {threshold!r}")
-        if not _is_real(percentile) or not 0.0 < percentile < 100.0:
-            raise ValueError(f"chunker.percentile must be in (0, 100), got {percentile!r}")
+        Param("threshold", "number", low=-1, high=1, noun="a cosine similarity").check(threshold, "chunker")
+        Param("percentile", "number", low=0, high=100, low_open=True, high_open=True, noun="").check(percentile, "chunker")
+        Param("breakpoint_amount", "number", allow_none=True, none="null or {}", noun="a finite number").check(breakpoint_amount, "chunker")
         if breakpoint_amount is not None:
-            if not _is_real(breakpoint_amount):
-                raise ValueError(f"chunker.breakpoint_amount must be null or a finite number, got {breakpoint_amount!r}")
             if breakpoint == "gradient" and not 0.0 < breakpoint_amount < 100.0:
                 raise ValueError(f"chunker.breakpoint_amount must be a percentile in (0, 100) for breakpoint=gradient, got {breakpoint_amount!r}")
             if breakpoint in ("standard_deviation", "interquartile") and breakpoint_amount < 0:
                 raise ValueError(f"chunker.breakpoint_amount must be >= 0 for breakpoint={breakpoint}, got {breakpoint_amount!r}")
         _check_read(breakpoint, threshold, percentile, breakpoint_amount, number_of_chunks, target_chunk_size)
-        _check_number_of_chunks(number_of_chunks)
+        NUMBER_OF_CHUNKS.check(number_of_chunks, "chunker")
         if number_of_chunks is not None and breakpoint == "threshold":
             raise ValueError(
                 "chunker.number_of_chunks ranks the adjacent-sentence distances, which chunker.breakpoint=threshold "
@@ -358,7 +348,7 @@ class SemanticChunker(Chunker):
                 f"chunker.number_of_chunks={number_of_chunks} replaces the cut-off that chunker.breakpoint_amount="
                 f"{breakpoint_amount!r} sets: set one of them (the other null)"
             )
-        _check_target_chunk_size(target_chunk_size)
+        TARGET_CHUNK_SIZE.check(target_chunk_size, "chunker")
         if target_chunk_size is not None:
             if breakpoint in ("threshold", "gradient"):
                 raise ValueError(
@@ -376,8 +366,7 @@ class SemanticChunker(Chunker):
                 )
         check_compatible(compatible)
         check_limit("max_chunk_size", max_chunk_size, "tokens")
-        if isinstance(min_chunk_size, bool) or not isinstance(min_chunk_size, int) or not 0 <= min_chunk_size <= max_chunk_size:
-            raise ValueError(f"chunker.min_chunk_size must be an integer in [0, max_chunk_size] = [0, {max_chunk_size}], got {min_chunk_size!r}")
+        Param("min_chunk_size", "int", low=0, high=max_chunk_size, high_name="max_chunk_size").check(min_chunk_size, "chunker")
         check_size("buffer_size", buffer_size, minimum=0)
         check_unit("tokens", tokenizer)
         if compatible is not None:

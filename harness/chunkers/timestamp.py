@@ -34,6 +34,7 @@ from datetime import datetime, timedelta
 
 from harness.chunkers.base import ChunkContractError, Chunker, check_limit, check_read
 from harness.chunkers.recursive import RecursiveChunker
+from harness.params import Param
 from harness.text.units import check_unit, get_counter, strip_span, window_atoms
 from harness.types import Chunk, Document, Span
 
@@ -118,8 +119,7 @@ class TimestampChunker(Chunker):
         if mode not in MODES:
             raise ValueError(f"chunker.mode must be one of {list(MODES)}, got {mode!r}")
         for pname, value in (("window_minutes", window_minutes), ("gap_minutes", gap_minutes)):
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
-                raise ValueError(f"chunker.{pname} must be a number of minutes > 0, got {value!r}")
+            Param(pname, "number", low=0, low_open=True, finite=False, noun="a number of minutes").check(value, "chunker")
         if not isinstance(timestamp_regex, str):
             raise ValueError(f"chunker.timestamp_regex must be a regular expression string, got {timestamp_regex!r}")
         try:

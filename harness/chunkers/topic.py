@@ -29,6 +29,7 @@ from __future__ import annotations
 import re
 
 from harness.chunkers.base import Chunker, check_limit, check_size
+from harness.params import Param
 from harness.text.sentences import sentence_spans
 from harness.text.units import check_unit, get_counter, strip_span, window_atoms
 from harness.types import Chunk, Document, Span
@@ -86,8 +87,8 @@ class TopicChunker(Chunker):
     ) -> None:
         if method not in METHODS:
             raise ValueError(f"chunker.method must be one of {list(METHODS)}, got {method!r}")
-        if n_topics != "auto" and (isinstance(n_topics, bool) or not isinstance(n_topics, int) or n_topics < 1):
-            raise ValueError(f"chunker.n_topics must be 'auto' or an integer >= 1, got {n_topics!r}")
+        if n_topics != "auto":
+            Param("n_topics", "int", low=1, need="'auto' or an integer >= 1").check(n_topics, "chunker")
         if unit_of_grouping not in GROUPINGS:
             raise ValueError(f"chunker.unit_of_grouping must be one of {list(GROUPINGS)}, got {unit_of_grouping!r}")
         check_unit("tokens", tokenizer)

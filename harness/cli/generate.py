@@ -12,7 +12,7 @@ from typing import Sequence
 import hydra
 from omegaconf import DictConfig
 
-from harness.datasets.generate import _SYSTEM, PROMPT_VERSION, Generation, _check_int, generate, report, write_dataset
+from harness.datasets.generate import _SYSTEM, GENERATE_PARAMS, PROMPT_VERSION, Generation, generate, report, write_dataset
 from harness.experiment.build import PROJECT_ROOT
 
 
@@ -28,8 +28,9 @@ def run(cfg: DictConfig) -> tuple[Generation, Path]:
     settings = check_settings(dict(build.to_container(cfg.llm)), "llm")
     client = LLMClient(**settings, cache_dir=build.cache_dir(cfg), config_path="llm")
     # validate the sampling settings before any dataset is read
-    for name, minimum in (("n", 1), ("passage_chars", 1), ("min_passage_chars", 0), ("min_excerpt_chars", 1)):
-        _check_int(name, cfg[name], minimum)
+    declared = {p.name: p for p in GENERATE_PARAMS}
+    for name in ("n", "passage_chars", "min_passage_chars", "min_excerpt_chars"):
+        declared[name].check(cfg[name])
     dataset = build.build_dataset(cfg)
     with client:
         generation = generate(

@@ -53,11 +53,22 @@ from pathlib import Path
 from typing import Any
 
 from harness.experiment.build import register_resolvers
+from harness.params import Param, check_all
 
 register_resolvers()
 
 #: Version of the prompt below; bump it whenever its wording changes.
 PROMPT_VERSION = "generate-v1"
+#: The numeric arguments of :func:`generate`, checked in this order (``min_passage_chars <=
+#: passage_chars`` between the fourth and the fifth).
+GENERATE_PARAMS = (
+    Param("n", "int", low=1, desc="questions asked"),
+    Param("seed", "int", desc="seed of the passage draw"),
+    Param("passage_chars", "int", low=1, desc="longest passage, characters"),
+    Param("min_passage_chars", "int", low=0, desc="shortest passage, characters"),
+    Param("min_excerpt_chars", "int", low=1, desc="shortest evidence excerpt, characters"),
+    Param("dedup_threshold", "number", low=0, high=1, low_open=True, desc="token-set Jaccard at or above which a question is a near duplicate"),
+)
 #: Reasons a reply is rejected (``rejected.<reason>`` in the counts).
 REJECT_REASONS = (
     "invalid_response",
@@ -210,15 +221,11 @@ def generate(
     from harness.datasets.locate import NormalisedText, locate
     from harness.llm import LLMResponseError
 
-    _check_int("n", n, 1)
-    _check_int("seed", seed, None)
-    _check_int("passage_chars", passage_chars, 1)
-    _check_int("min_passage_chars", min_passage_chars, 0)
+    values = {"n": n, "seed": seed, "passage_chars": passage_chars, "min_passage_chars": min_passage_chars}
+    check_all(GENERATE_PARAMS[:4], values)
     if min_passage_chars > passage_chars:
         raise ValueError(f"min_passage_chars must be <= passage_chars ({passage_chars}), got {min_passage_chars}")
-    _check_int("min_excerpt_chars", min_excerpt_chars, 1)
-    if isinstance(dedup_threshold, bool) or not isinstance(dedup_threshold, (int, float)) or not 0.0 < dedup_threshold <= 1.0:
-        raise ValueError(f"dedup_threshold must be a number in (0, 1], got {dedup_threshold!r}")
+    check_all(GENERATE_PARAMS[4:], {"min_excerpt_chars": min_excerpt_chars, "dedup_threshold": dedup_threshold})
     pool = passages(documents, passage_chars, min_passage_chars)
     picked = random.Random(seed).sample(pool, min(n, len(pool)))
     result = Generation(n_passages=len(pool))
@@ -268,12 +275,6 @@ def generate(
         )
     result.counts = counts
     return result
-
-
-def _check_int(name: str, value, minimum: int | None) -> None:
-    if isinstance(value, bool) or not isinstance(value, int) or (minimum is not None and value < minimum):
-        need = "an integer" if minimum is None else f"an integer >= {minimum}"
-        raise ValueError(f"{name} must be {need}, got {value!r}")
 
 
 def corpus_file_names(doc_ids: list[str]) -> dict[str, str]:

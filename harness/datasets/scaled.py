@@ -27,7 +27,11 @@ from __future__ import annotations
 
 from harness.datasets.chroma import load_chroma_general
 from harness.datasets.validate import DatasetError, check_dataset
+from harness.params import Param
 from harness.types import Dataset, Document, Evidence, Query
+
+#: ``dataset.factor``: copies of each document, an integer >= 1.
+FACTOR = Param("factor", "int", low=1, noun="an int", note="copies of each document")
 
 #: Separator between a document id and its copy number.
 COPY_SEPARATOR = "~"
@@ -60,8 +64,7 @@ def scale_dataset(dataset: Dataset, factor: int, name: str | None = None) -> Dat
         ValueError: ``factor`` is not an int >= 1.
         DatasetError: a copy id collides with an existing document id.
     """
-    if isinstance(factor, bool) or not isinstance(factor, int) or factor < 1:
-        raise ValueError(f"dataset.factor must be an int >= 1 (copies of each document), got {factor!r}")
+    FACTOR.check(factor, "dataset")
     if factor == 1 and name is None:
         return dataset
     documents = tuple(
@@ -140,6 +143,5 @@ def load_chroma_scaled(factor: int = 1, one_document: bool = False, **kwargs) ->
         ValueError: ``factor`` is not an int >= 1 (before anything is read).
         DatasetError: as the chroma loader.
     """
-    if isinstance(factor, bool) or not isinstance(factor, int) or factor < 1:
-        raise ValueError(f"dataset.factor must be an int >= 1 (copies of each document), got {factor!r}")
+    FACTOR.check(factor, "dataset")
     return load_scaled(load_chroma_general(**kwargs), factor, one_document)

@@ -7,6 +7,7 @@ import re
 import warnings
 from typing import Any, Collection, Mapping
 
+from harness.params import is_int
 from harness.text.normalisation import normalisation_mismatch
 from harness.types import Dataset
 
@@ -76,7 +77,7 @@ def integer_field(record: Mapping[str, Any], key: str, where: str, unit: str = "
     if key not in record:
         raise DatasetError(f"{where}: missing field {key!r} (an integer, {unit})")
     value = record[key]
-    if not isinstance(value, int) or isinstance(value, bool):
+    if not is_int(value):
         raise DatasetError(f"{where}.{key} must be an integer ({unit}), got {_shown(value)}")
     return value
 
@@ -91,7 +92,7 @@ def string_field(record: Mapping[str, Any], key: str, where: str, *, allow_int: 
     value = record.get(key)
     if isinstance(value, str) and value.strip():
         return value
-    if allow_int and isinstance(value, int) and not isinstance(value, bool):
+    if allow_int and is_int(value):
         return str(value)
     kind = "a non-empty string or an integer" if allow_int else "a string" if not isinstance(value, str) else "a non-empty string"
     raise DatasetError(f"{where}: field {key!r} must be {kind}, got {_shown(value)}")

@@ -36,7 +36,6 @@ vectors of a list of texts). Everything else is here and behaves alike for every
 
 from __future__ import annotations
 
-import difflib
 import hashlib
 import os
 from abc import ABC, abstractmethod
@@ -44,6 +43,8 @@ from pathlib import Path
 from typing import Any, Callable, Iterator, Sequence
 
 import numpy as np
+
+from harness.params import Param
 
 #: Accepted values of ``embedding.on_truncate``.
 ON_TRUNCATE = ("warn", "error", "ignore")
@@ -103,10 +104,7 @@ def check_vectors(
 
 def check_choice(setting: str, value: Any, allowed: Sequence[str]) -> None:
     """Raise ``ValueError("<setting> must be one of ..., got ... (did you mean ...?)")`` unless ``value`` is in ``allowed``."""
-    if value not in allowed:
-        close = difflib.get_close_matches(str(value), [str(a) for a in allowed], n=1)
-        hint = f" (did you mean {close[0]!r}?)" if close else ""
-        raise ValueError(f"{setting} must be one of {', '.join(map(repr, allowed))}, got {value!r}{hint}")
+    Param(setting, "choice", choices=tuple(allowed)).check(value)
 
 
 class CachedEncoder(ABC):
@@ -148,8 +146,7 @@ class CachedEncoder(ABC):
         query_prompt: str | None = "",
         document_prompt: str | None = "",
     ) -> None:
-        if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
-            raise ValueError(f"embedding.batch_size must be an integer >= 1, got {batch_size!r}")
+        Param("batch_size", "int", low=1).check(batch_size, "embedding")
         check_choice("embedding.on_truncate", on_truncate, ON_TRUNCATE)
         for name, value in (("query_prompt", query_prompt), ("document_prompt", document_prompt)):
             if value is not None and not isinstance(value, str):

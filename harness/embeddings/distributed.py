@@ -62,13 +62,13 @@ def check_settings(distributed: Any, address: Any, workers: Any, threads: Any) -
             a ``ray_*`` setting given while ``distributed`` is null (it would be ignored).
     """
     from harness.embeddings.base import check_choice
+    from harness.params import Param
 
     check_choice("embedding.distributed", distributed, DISTRIBUTED)
     if address is not None and (not isinstance(address, str) or not address.strip()):
         raise ValueError(f"embedding.ray_address must be null, 'auto', 'host:port' or 'ray://host:port', got {address!r}")
     for name, value in (("ray_workers", workers), ("ray_threads", threads)):
-        if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
-            raise ValueError(f"embedding.{name} must be null or an integer >= 1, got {value!r}")
+        Param(name, "int", low=1, allow_none=True, none="null or {}").check(value, "embedding")
     if distributed is None:
         given = [f"{n}={v!r}" for n, v in (("ray_address", address), ("ray_workers", workers), ("ray_threads", threads)) if v is not None]
         if given:

@@ -47,6 +47,7 @@ from typing import Sequence
 import numpy as np
 
 from harness.embeddings.base import ON_TRUNCATE, CachedEncoder, check_choice  # noqa: F401 - ON_TRUNCATE re-exported
+from harness.params import Param, is_int
 
 DEFAULT_MODEL = "all-MiniLM-L6-v2"
 #: Accepted values of ``embedding.prompts``: ``none`` (only the explicit prompts) or
@@ -274,10 +275,8 @@ class Encoder(CachedEncoder):
         if not re.fullmatch(r"cpu|mps|cuda(:\d+)?", str(device)):
             raise ValueError(f"embedding.device must be 'cpu', 'cuda', 'cuda:N' or 'mps', got {device!r}")
         check_choice("embedding.prompts", prompts, PROMPT_SOURCES)
-        if max_seq_length is not None and (isinstance(max_seq_length, bool) or not isinstance(max_seq_length, int) or max_seq_length < 1):
-            raise ValueError(f"embedding.max_seq_length must be null (the model's window) or an integer >= 1, got {max_seq_length!r}")
-        if not isinstance(trust_remote_code, bool):
-            raise ValueError(f"embedding.trust_remote_code must be true or false, got {trust_remote_code!r}")
+        Param("max_seq_length", "int", low=1, allow_none=True, none="null (the model's window) or {}").check(max_seq_length, "embedding")
+        Param("trust_remote_code", "bool").check(trust_remote_code, "embedding")
         from harness.embeddings.distributed import check_settings
         from harness.runtime import resolve_precision
 
@@ -368,7 +367,7 @@ class Encoder(CachedEncoder):
             value = json.loads((self.model_path / "config.json").read_text(encoding="utf-8")).get("max_position_embeddings")
         except (OSError, ValueError, AttributeError):
             return None
-        return int(value) if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None
+        return int(value) if is_int(value) and value > 0 else None
 
     # -- prompts --------------------------------------------------------------------------
     @functools.cached_property

@@ -54,6 +54,7 @@ from urllib.parse import urlsplit, urlunsplit
 import numpy as np
 
 from harness.embeddings.base import CachedEncoder, _quote, check_choice, text_key
+from harness.params import Param, check_all, is_int
 from harness.types import OneLineError
 
 #: Default endpoint: OpenAI's API.
@@ -180,12 +181,19 @@ def retry_after_seconds(headers: Any, now: float | None = None) -> float | None:
     return max(0.0, (when - now_dt).total_seconds())
 
 
-def _is_int(value: Any) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
-
-
-def _is_number(value: Any) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool)
+#: The numeric and boolean settings of :class:`OpenAIEncoder` (``embedding.<name>``); ``backoff_max``
+#: (>= ``backoff``) is checked after them.
+PARAMS = (
+    Param("dimensions", "int", low=1, allow_none=True, none="{} or null (the model's own)"),
+    Param("max_batch_tokens", "int", low=1),
+    Param("max_input_tokens", "int", low=1, allow_none=True, none="{} or null (no client-side limit)"),
+    Param("normalize", "bool"),
+    Param("timeout", "number", low=0, low_open=True, noun="a number of seconds"),
+    Param("max_retries", "int", low=0),
+    Param("backoff", "number", low=0, noun="a number of seconds"),
+)
+#: ``embedding.price_per_million_tokens``: null or a finite number of US dollars >= 0.
+PRICE = Param("price_per_million_tokens", "number", low=0, noun="a number of US dollars", allow_none=True)
 
 
 class OpenAIEncoder(CachedEncoder):
@@ -277,30 +285,16 @@ class OpenAIEncoder(CachedEncoder):
                 f"embedding.api_key_env must be the NAME of an environment variable (letters, digits, _; e.g. OPENAI_API_KEY) "
                 f"holding the key, not the key itself; got {got}, not shown"
             )
-        if dimensions is not None and (not _is_int(dimensions) or dimensions < 1):
-            raise ValueError(f"embedding.dimensions must be an integer >= 1 or null (the model's own), got {dimensions!r}")
-        if not _is_int(max_batch_tokens) or max_batch_tokens < 1:
-            raise ValueError(f"embedding.max_batch_tokens must be an integer >= 1, got {max_batch_tokens!r}")
-        if max_input_tokens is not None and (not _is_int(max_input_tokens) or max_input_tokens < 1):
-            raise ValueError(f"embedding.max_input_tokens must be an integer >= 1 or null (no client-side limit), got {max_input_tokens!r}")
+        check_all(PARAMS[:3], {"dimensions": dimensions, "max_batch_tokens": max_batch_tokens, "max_input_tokens": max_input_tokens}, "embedding")
         if max_input_tokens is not None and max_batch_tokens < max_input_tokens:
             raise ValueError(
                 f"embedding.max_batch_tokens ({max_batch_tokens}) must be >= embedding.max_input_tokens ({max_input_tokens}) "
                 "so that every text fits in one request"
             )
         check_choice("embedding.tokenizer", tokenizer, tuple(TIKTOKEN_OFFLINE))
-        if not isinstance(normalize, bool):
-            raise ValueError(f"embedding.normalize must be true or false, got {normalize!r}")
-        if not _is_number(timeout) or not 0 < float(timeout) < math.inf:
-            raise ValueError(f"embedding.timeout must be a number of seconds > 0, got {timeout!r}")
-        if not _is_int(max_retries) or max_retries < 0:
-            raise ValueError(f"embedding.max_retries must be an integer >= 0, got {max_retries!r}")
-        if not _is_number(backoff) or not 0 <= float(backoff) < math.inf:
-            raise ValueError(f"embedding.backoff must be a number of seconds >= 0, got {backoff!r}")
-        if not _is_number(backoff_max) or not float(backoff) <= float(backoff_max) < math.inf:
-            raise ValueError(f"embedding.backoff_max must be a number of seconds >= embedding.backoff ({backoff}), got {backoff_max!r}")
-        if price_per_million_tokens is not None and (not _is_number(price_per_million_tokens) or not 0 <= float(price_per_million_tokens) < math.inf):
-            raise ValueError(f"embedding.price_per_million_tokens must be a number of US dollars >= 0 or null, got {price_per_million_tokens!r}")
+        check_all(PARAMS[3:], {"normalize": normalize, "timeout": timeout, "max_retries": max_retries, "backoff": backoff}, "embedding")
+        Param("backoff_max", "number", low=backoff, low_name=f"embedding.backoff ({backoff})", noun="a number of seconds").check(backoff_max, "embedding")
+        PRICE.check(price_per_million_tokens, "embedding")
         self.base_url = base_url
         self.api_key_env = api_key_env or None
         self.dimensions = dimensions
@@ -676,7 +670,7 @@ class OpenAIEncoder(CachedEncoder):
         if all(i is None for i in indices):
             order = list(range(n))  # servers that omit index answer in input order
         else:
-            if not all(_is_int(i) for i in indices) or sorted(indices) != list(range(n)):
+            if not all(is_int(i) for i in indices) or sorted(indices) != list(range(n)):
                 raise bad(f"the 'index' fields are not 0..{n - 1} each once (got {indices[:10]}{'...' if n > 10 else ''})")
             order = sorted(range(n), key=lambda j: indices[j])
         rows = []
@@ -711,7 +705,7 @@ class OpenAIEncoder(CachedEncoder):
         tokens = None
         if isinstance(usage, dict):
             for name in ("prompt_tokens", "total_tokens"):
-                if _is_int(usage.get(name)) and usage[name] >= 0:
+                if is_int(usage.get(name)) and usage[name] >= 0:
                     tokens = int(usage[name])
                     break
         return vecs.astype(np.float32), tokens

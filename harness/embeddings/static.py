@@ -66,6 +66,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from harness.embeddings.base import CachedEncoder
+from harness.params import Param, is_int
 
 logger = logging.getLogger(__name__)
 
@@ -180,20 +181,18 @@ class StaticEncoder(CachedEncoder):
             raise ValueError(f"embedding.source_model must be 'all-MiniLM-L6-v2', a local model folder or a cached hub id, got {source_model!r}")
         if path is not None and (not isinstance(path, (str, os.PathLike)) or not str(path).strip()):
             raise ValueError(f"embedding.path must be null or a StaticModel folder, got {path!r}")
-        if pca_dims is not None and (isinstance(pca_dims, bool) or not isinstance(pca_dims, int) or pca_dims < 1):
-            raise ValueError(f"embedding.pca_dims must be null (no PCA) or an integer >= 1, got {pca_dims!r}")
+        Param("pca_dims", "int", low=1, allow_none=True, none="null (no PCA) or {}").check(pca_dims, "embedding")
         if vocabulary is not None:
             if isinstance(vocabulary, (str, bytes)) or not all(isinstance(w, str) and w.strip() for w in vocabulary):
                 raise ValueError(f"embedding.vocabulary must be null (the source model's) or a list of non-empty strings, got {vocabulary!r}")
             vocabulary = list(vocabulary)
             if not vocabulary:
                 raise ValueError("embedding.vocabulary must be null (the source model's) or a non-empty list of strings, got []")
-        if sif_coefficient is not None and (isinstance(sif_coefficient, bool) or not isinstance(sif_coefficient, (int, float)) or not 0 < sif_coefficient < 1):
-            raise ValueError(f"embedding.sif_coefficient must be null (no weighting) or a number in (0, 1), got {sif_coefficient!r}")
-        if not isinstance(normalize, bool):
-            raise ValueError(f"embedding.normalize must be true or false, got {normalize!r}")
-        if max_seq_length is not None and (isinstance(max_seq_length, bool) or not isinstance(max_seq_length, int) or max_seq_length < 1):
-            raise ValueError(f"embedding.max_seq_length must be null (the static model's max_length) or an integer >= 1, got {max_seq_length!r}")
+        Param("sif_coefficient", "number", low=0, high=1, low_open=True, high_open=True, allow_none=True, none="null (no weighting) or {}").check(
+            sif_coefficient, "embedding"
+        )
+        Param("normalize", "bool").check(normalize, "embedding")
+        Param("max_seq_length", "int", low=1, allow_none=True, none="null (the static model's max_length) or {}").check(max_seq_length, "embedding")
         name = f"static:{path}" if path is not None else f"static:{source_model}"
         super().__init__(name, batch_size, show_progress, cache_dir, on_truncate, query_prompt, document_prompt)
         self.source_model = source_model
@@ -375,13 +374,13 @@ class StaticEncoder(CachedEncoder):
         if self.max_seq_length_override is not None:
             return self.max_seq_length_override
         value = self._config.get("max_length", MODEL2VEC_MAX_LENGTH)
-        return int(value) if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None
+        return int(value) if is_int(value) and value > 0 else None
 
     @functools.cached_property
     def declared_dim(self) -> int | None:
         """The vector dimension the folder's ``config.json`` declares (``hidden_dim``)."""
         value = self._config.get("hidden_dim")
-        return int(value) if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None
+        return int(value) if is_int(value) and value > 0 else None
 
     @property
     def chunk_tokenizer(self) -> str | None:

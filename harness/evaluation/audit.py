@@ -46,12 +46,12 @@ ranking, itself ordered by :func:`harness.types.rank_order`), then document id a
 
 from __future__ import annotations
 
-import math
 import re
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Mapping, Sequence
 
+from harness.params import Param
 from harness.text.sentences import sentence_spans
 from harness.text.units import strip_span
 from harness.types import Chunk, Document, Evidence, Query, Span
@@ -198,13 +198,9 @@ class AuditRule:
     min_word_share_plain: float = 0.6
 
     def __post_init__(self) -> None:
-        if isinstance(self.k, bool) or not isinstance(self.k, int) or self.k < 1:
-            raise ValueError(f"audit k must be an integer >= 1, got {self.k!r}")
+        Param("audit k", "int", low=1).check(self.k)
         for name, lo_open in (("min_key_share", True), ("min_word_share", False), ("min_word_share_plain", True)):
-            v = getattr(self, name)
-            ok = isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) and (0 < v if lo_open else 0 <= v) and v <= 1
-            if not ok:
-                raise ValueError(f"audit {name} must be a number in {'(0, 1]' if lo_open else '[0, 1]'}, got {v!r}")
+            Param(f"audit {name}", "number", low=0, high=1, low_open=lo_open).check(getattr(self, name))
 
     def flags(self, o: Overlap) -> bool:
         """True when ``o`` passes this rule (module docstring, "flagged")."""

@@ -39,6 +39,7 @@ from typing import Mapping, Sequence
 import pandas as pd
 
 from harness.evaluation.stats import holm, paired_comparison
+from harness.params import Param, check_all
 
 #: Metrics compared when ``--metrics`` is not given (those present in every run are used).
 DEFAULT_METRICS = (
@@ -407,10 +408,7 @@ def runs_table(
     """
     from harness.evaluation.metrics import mlflow_key
 
-    if isinstance(k, bool) or not isinstance(k, int) or k < 1:
-        raise ValueError(f"k must be an integer >= 1, got {k!r}")
-    if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 1):
-        raise ValueError(f"limit must be an integer >= 1, got {limit!r}")
+    check_all((Param("k", "int", low=1), Param("limit", "int", low=1, allow_none=True, need="an integer >= 1")), {"k": k, "limit": limit})
     all_statuses = with_status
     metric_keys = {f"{fam}@{k}": mlflow_key(f"{fam}@{k}") for fam in LIST_FAMILIES}
     rows, extra = [], []

@@ -42,6 +42,7 @@ from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 
+from harness.params import Param
 from harness.types import Chunk, Document, Query, Span
 
 UNITS = ("tokens", "chars", "words")
@@ -80,18 +81,15 @@ class Compressor:
     ) -> None:
         from harness.text.units import check_unit
 
-        if not isinstance(enabled, bool):
-            raise ValueError(f"compression.enabled must be true or false, got {enabled!r}")
-        if isinstance(budget, bool) or not isinstance(budget, int) or budget < 1:
-            raise ValueError(f"compression.budget must be an integer >= 1 (in compression.unit), got {budget!r}")
+        Param("enabled", "bool").check(enabled, "compression")
+        Param("budget", "int", low=1, note="in compression.unit").check(budget, "compression")
         if unit not in UNITS:
             raise ValueError(f"compression.unit must be one of {list(UNITS)}, got {unit!r}")
         try:
             check_unit(unit, tokenizer)
         except ValueError as exc:
             raise ValueError(f"compression.tokenizer: {exc}") from exc
-        if not isinstance(split_paragraphs, bool):
-            raise ValueError(f"compression.split_paragraphs must be true or false, got {split_paragraphs!r}")
+        Param("split_paragraphs", "bool").check(split_paragraphs, "compression")
         if enabled and encoder is None:
             raise ValueError("compression.enabled=true needs an encoder (the run's embedding model)")
         self.enabled = enabled

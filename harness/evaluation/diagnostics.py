@@ -59,6 +59,7 @@ from typing import Callable, Iterable, Mapping, Sequence
 import numpy as np
 
 from harness.evaluation.metrics import span as sp
+from harness.params import Param
 from harness.types import Chunk, Document, Query, Run, Span, rank_order
 
 #: Miss reasons in precedence order (earlier wins when a query has several).
@@ -144,8 +145,7 @@ def embedded_char_limit(text: str, max_seq_length: int, token_spans: TokenSpans 
     Raises:
         ValueError: ``max_seq_length < 3``.
     """
-    if isinstance(max_seq_length, bool) or not isinstance(max_seq_length, int) or max_seq_length < special_tokens + 1:
-        raise ValueError(f"max_seq_length must be an integer >= {special_tokens + 1}, got {max_seq_length!r}")
+    Param("max_seq_length", "int", low=special_tokens + 1).check(max_seq_length)
     pieces = (token_spans or model_token_spans)(text)
     keep = max_seq_length - special_tokens
     if len(pieces) <= keep:
@@ -309,8 +309,7 @@ def evidence_reasons(
     Raises:
         ValueError: ``k < 1``, or an evidence span's document is missing from ``documents``.
     """
-    if isinstance(k, bool) or not isinstance(k, int) or k < 1:
-        raise ValueError(f"k must be an integer >= 1, got {k!r}")
+    Param("k", "int", low=1).check(k)
     retrieved = sp.span_set((c.doc_id, s) for c in ranked_chunks[:k] for s in c.spans)
     out: list[str | None] = []
     for ev in query.evidence:
@@ -531,8 +530,7 @@ def chunk_set_statistics(
     """
     if not chunks:
         raise ValueError("chunks must not be empty: no statistics for an empty chunk set")
-    if max_seq_length is not None and (isinstance(max_seq_length, bool) or not isinstance(max_seq_length, int) or max_seq_length < 1):
-        raise ValueError(f"max_seq_length must be an integer >= 1 or None, got {max_seq_length!r}")
+    Param("max_seq_length", "int", low=1, allow_none=True, none="{} or None").check(max_seq_length)
     by_id = {d.doc_id: d for d in documents}
     chars = [c.n_chars for c in chunks]
     stats: dict[str, float] = {"n_chunks": float(len(chunks)), "n_documents": float(len(documents))}
@@ -606,8 +604,7 @@ def is_degenerate(documents: Sequence[Document], size_limit: tuple[str, str, int
     from harness.text.units import get_counter
 
     unit, tokenizer, limit = size_limit
-    if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
-        raise ValueError(f"size_limit limit must be an integer >= 1, got {limit!r}")
+    Param("size_limit limit", "int", low=1).check(limit)
     if chunks is not None:
         per_doc = Counter(c.doc_id for c in chunks)
         if any(n > 1 for n in per_doc.values()):

@@ -37,6 +37,8 @@ from typing import Iterable, Mapping, Sequence
 
 import numpy as np
 
+from harness.params import Param
+
 #: Relative tolerance when comparing permuted statistics with the observed one, and when
 #: deciding a per-query tie: sums of the same numbers in another order differ by rounding.
 _RTOL = 1e-12
@@ -95,16 +97,11 @@ def query_mean(values: Iterable[float], name: str = "values", query_ids: Sequenc
     return float(np.where(bad, 0.0, arr).sum() / arr.size), n_failed
 
 
-def _check_resamples(n_resamples: int, name: str = "n_resamples") -> int:
-    if isinstance(n_resamples, bool) or not isinstance(n_resamples, (int, np.integer)) or n_resamples < 1:
-        raise ValueError(f"{name} must be an integer >= 1, got {n_resamples!r}")
-    return int(n_resamples)
-
-
-def _check_confidence(confidence: float) -> float:
-    if not 0.0 < float(confidence) < 1.0:
-        raise ValueError(f"confidence must be in the open interval (0, 1), got {confidence!r}")
-    return float(confidence)
+#: The resampling arguments of the bootstrap and permutation functions below.
+RESAMPLES = Param("n_resamples", "int", low=1, numpy=True, desc="resamples drawn")
+CONFIDENCE = Param(
+    "confidence", "number", low=0, high=1, low_open=True, high_open=True, numpy=True, need="in the open interval (0, 1)", desc="interval coverage"
+)
 
 
 def _bootstrap_means(values: np.ndarray, n_resamples: int, rng: np.random.Generator) -> np.ndarray:
@@ -145,8 +142,8 @@ def bootstrap_ci(values: Iterable[float], n_resamples: int = 1000, confidence: f
             ``confidence`` outside (0, 1).
     """
     arr = _as_values(values)
-    n_resamples = _check_resamples(n_resamples)
-    confidence = _check_confidence(confidence)
+    n_resamples = int(RESAMPLES.check(n_resamples))
+    confidence = float(CONFIDENCE.check(confidence))
     mean = float(arr.mean())
     if arr.size == 1 or np.all(arr == arr[0]):
         return mean, mean, mean
@@ -178,7 +175,7 @@ def sign_flip_p_value(differences: Iterable[float], n_resamples: int = 1000, see
         ValueError: ``differences`` empty, not 1-D or not finite; ``n_resamples`` < 1.
     """
     d = _as_values(differences, "differences")
-    n_resamples = _check_resamples(n_resamples)
+    n_resamples = int(RESAMPLES.check(n_resamples))
     n = d.size
     observed = abs(d.mean())
     threshold = observed - _RTOL * max(1.0, float(np.abs(d).max()))
@@ -350,7 +347,7 @@ def sign_flip_p_value_greater(values: Iterable[float], n_resamples: int = 10000,
         ValueError: ``values`` empty, not 1-D or not finite; ``n_resamples`` < 1.
     """
     x = _as_values(values)
-    n_resamples = _check_resamples(n_resamples)
+    n_resamples = int(RESAMPLES.check(n_resamples))
     n = x.size
     observed = x.mean()
     threshold = observed - _RTOL * max(1.0, float(np.abs(x).max()))
@@ -440,8 +437,7 @@ def non_inferiority(
             finite; ``alpha`` outside (0, 0.5); ``n_resamples`` < 1.
     """
     a, b, d, wins, ties, losses = _paired(baseline, candidate, "candidate")
-    if isinstance(margin, bool) or not np.isfinite(float(margin)) or float(margin) < 0:
-        raise ValueError(f"margin must be a finite number >= 0, got {margin!r}")
+    Param("margin", "number", low=0, numpy=True, noun="a finite number").check(margin)
     if not 0.0 < float(alpha) < 0.5:
         raise ValueError(f"alpha must be in (0, 0.5) (a one-sided level), got {alpha!r}")
     margin, alpha = float(margin), float(alpha)
@@ -497,9 +493,7 @@ class TopSetSettings:
     def __post_init__(self) -> None:
         w = self.WHERE
         for name in ("alpha", "margin"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)) or not np.isfinite(float(value)):
-                raise ValueError(f"{w}.{name}: expected a finite number, got {value!r}")
+            Param(name, "number", numpy=True, noun="a finite number", message="{name}: expected {need}, got {value!r}").check(getattr(self, name), w)
         if not 0.0 < float(self.alpha) < 0.5:
             raise ValueError(f"{w}.alpha: expected a one-sided level in (0, 0.5), got {self.alpha!r}")
         if float(self.margin) < 0:
@@ -518,9 +512,8 @@ class TopSetSettings:
                 raise ValueError(
                     f"{w}.second_metric: unknown metric {self.second_metric!r}; expected null or a registered metric name@k such as context_precision@5{hint}"
                 ) from None
-        _check_resamples(self.n_resamples, f"{w}.n_resamples")
-        if isinstance(self.seed, bool) or not isinstance(self.seed, (int, np.integer)) or self.seed < 0:
-            raise ValueError(f"{w}.seed: expected an integer >= 0, got {self.seed!r}")
+        RESAMPLES.check(self.n_resamples, w)
+        Param("seed", "int", low=0, numpy=True, message="{name}: expected {need}, got {value!r}").check(self.seed, w)
         object.__setattr__(self, "alpha", float(self.alpha))
         object.__setattr__(self, "margin", float(self.margin))
 

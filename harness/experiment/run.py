@@ -48,6 +48,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from harness.experiment.build import register_resolvers
 from harness.experiment.settings import MetricSettings, RunSettings, StatsSettings
+from harness.params import is_int
 from harness.tracking.tracker import EXIT_BUSY  # noqa: E402, F401 - the exit code of a busy skip, documented here
 
 register_resolvers()
@@ -329,7 +330,7 @@ def check_retriever_depth(retriever, metrics: MetricSettings) -> None:
     """
     for setting in ("depth", "candidates"):
         value = getattr(retriever, setting, None)
-        if isinstance(value, int) and not isinstance(value, bool) and value < max(metrics.ks):
+        if is_int(value) and value < max(metrics.ks):
             raise ValueError(
                 f"retriever.{setting}={value} is below the deepest cut-off max(metrics.ks)={max(metrics.ks)}: every query needs at least that many "
                 f"results (more with metrics.budgets); raise retriever.{setting} or set it to null"

@@ -18,6 +18,7 @@ from dataclasses import dataclass, fields
 from typing import Any, Mapping
 
 from harness.experiment.build import PROJECT_ROOT
+from harness.params import Param, check_all, is_int
 
 #: The file that holds every ``metrics`` setting and its default.
 METRICS_DEFAULTS = PROJECT_ROOT / "conf" / "metrics" / "default.yaml"
@@ -70,10 +71,6 @@ def _once(setting: str, values: tuple, what: str) -> None:
         seen.add(v)
 
 
-def _is_int(value: Any) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
-
-
 @dataclass(frozen=True)
 class MetricSettings:
     """What is scored and how: the ``metrics`` config group (``conf/metrics/default.yaml``).
@@ -124,17 +121,15 @@ class MetricSettings:
         from harness.text.units import TIKTOKEN_OFFLINE
 
         ks, budgets, depth, fraction = self.ks, self.budgets, self.budget_depth, self.relevance_fraction
-        if not ks or any(not _is_int(k) or k < 1 for k in ks):
+        if not ks or any(not is_int(k) or k < 1 for k in ks):
             raise ValueError(f"metrics.ks must be a non-empty list of integers >= 1, got {list(ks)!r}")
         _once("metrics.ks", ks, "cut-off")
-        if isinstance(fraction, bool) or not isinstance(fraction, (int, float)) or not 0.0 <= fraction <= 1.0:
-            raise ValueError(f"metrics.relevance_fraction must be in [0, 1], got {fraction!r}")
+        Param("relevance_fraction", "number", low=0, high=1, noun="").check(fraction, "metrics")
         check_relevance(self.relevance, fraction)
-        if any(not _is_int(b) or b < 1 for b in budgets):
+        if any(not is_int(b) or b < 1 for b in budgets):
             raise ValueError(f"metrics.budgets must be a list of integers >= 1, got {list(budgets)!r}")
         _once("metrics.budgets", budgets, "budget")
-        if depth is not None and (not _is_int(depth) or depth < 1):
-            raise ValueError(f"metrics.budget_depth must be an integer >= 1 or null, got {depth!r}")
+        Param("budget_depth", "int", low=1, allow_none=True).check(depth, "metrics")
         if self.level not in ("chunk", "document"):
             raise ValueError(f"metrics.level must be 'chunk' or 'document', got {self.level!r}")
         check_convention(self.convention)
@@ -186,7 +181,7 @@ class MetricSettings:
         return cls(
             ks=seq("ks"),
             relevance=str(data["relevance"]),
-            relevance_fraction=float(fraction) if _is_int(fraction) else fraction,
+            relevance_fraction=float(fraction) if is_int(fraction) else fraction,
             budgets=seq("budgets"),
             budget_depth=data["budget_depth"],
             level=str(data["level"]),
@@ -233,6 +228,13 @@ class MetricSettings:
 
 _FIELDS = tuple(f.name for f in fields(MetricSettings))
 
+#: The ``stats`` group's settings, as :class:`StatsSettings` checks them.
+STATS_PARAMS = (
+    Param("bootstrap", "int", low=0, note="0 = no confidence intervals", message="{name} must be {need}, got {value}"),
+    Param("confidence", "number", low=0, high=1, low_open=True, high_open=True, noun="", message="{name} must be {need}, got {value}"),
+    Param("seed", "int"),
+)
+
 
 @dataclass(frozen=True)
 class StatsSettings:
@@ -253,13 +255,7 @@ class StatsSettings:
     seed: int
 
     def __post_init__(self) -> None:
-        if not _is_int(self.bootstrap) or self.bootstrap < 0:
-            raise ValueError(f"stats.bootstrap must be an integer >= 0 (0 = no confidence intervals), got {self.bootstrap}")
-        c = self.confidence
-        if isinstance(c, bool) or not isinstance(c, (int, float)) or not 0.0 < c < 1.0:
-            raise ValueError(f"stats.confidence must be in (0, 1), got {c}")
-        if not _is_int(self.seed):
-            raise ValueError(f"stats.seed must be an integer, got {self.seed!r}")
+        check_all(STATS_PARAMS, {"bootstrap": self.bootstrap, "confidence": self.confidence, "seed": self.seed}, "stats")
 
     @classmethod
     def from_config(cls, cfg) -> StatsSettings:
@@ -270,7 +266,7 @@ class StatsSettings:
         """
         data = _group(cfg, "stats", tuple(f.name for f in fields(cls)), "conf/config.yaml")
         c = data["confidence"]
-        return cls(bootstrap=data["bootstrap"], confidence=float(c) if _is_int(c) else c, seed=data["seed"])
+        return cls(bootstrap=data["bootstrap"], confidence=float(c) if is_int(c) else c, seed=data["seed"])
 
 
 @dataclass(frozen=True)

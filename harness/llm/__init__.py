@@ -38,6 +38,8 @@ from pathlib import Path
 from typing import Any, Mapping, Sequence
 from urllib.parse import urlsplit
 
+from harness.params import Param, check_all, is_int
+
 #: Default endpoint: a local OpenAI-compatible server (llama.cpp's listens on 8080).
 DEFAULT_BASE_URL = "http://127.0.0.1:8080/v1"
 #: Names accepted as LLM settings (the keys of ``conf/llm/default.yaml``).
@@ -58,6 +60,16 @@ SETTINGS = (
 RETRY_STATUSES = frozenset({408, 429})
 _ROLES = ("system", "user", "assistant")
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+#: The numeric settings of :class:`LLMClient` (``<config_path>.<name>``), checked in this order;
+#: ``backoff_max`` (>= ``backoff``) and ``cache`` are checked after them.
+PARAMS = (
+    Param("temperature", "number", low=0, high=2, desc="sampling temperature"),
+    Param("max_tokens", "int", low=1, desc="completion tokens per reply"),
+    Param("seed", "int", allow_none=True, desc="sampling seed sent to the server"),
+    Param("timeout", "number", low=0, low_open=True, noun="a number of seconds", desc="seconds per request"),
+    Param("retries", "int", low=0, desc="retries of a failed request"),
+    Param("backoff", "number", low=0, noun="a number of seconds", desc="first wait between retries"),
+)
 
 
 class LLMError(RuntimeError):
@@ -156,22 +168,10 @@ class LLMClient:
             raise ValueError(f"{p}.model must be a non-empty string, got {model!r}")
         if api_key_env not in (None, "") and (not isinstance(api_key_env, str) or not _ENV_NAME.match(api_key_env)):
             raise ValueError(f"{p}.api_key_env must name an environment variable (letters, digits, _), got {api_key_env!r}")
-        if isinstance(temperature, bool) or not isinstance(temperature, (int, float)) or not 0.0 <= float(temperature) <= 2.0:
-            raise ValueError(f"{p}.temperature must be a number in [0, 2], got {temperature!r}")
-        if isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens < 1:
-            raise ValueError(f"{p}.max_tokens must be an integer >= 1, got {max_tokens!r}")
-        if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int)):
-            raise ValueError(f"{p}.seed must be an integer or null, got {seed!r}")
-        if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not float(timeout) > 0 or not math.isfinite(timeout):
-            raise ValueError(f"{p}.timeout must be a number of seconds > 0, got {timeout!r}")
-        if isinstance(retries, bool) or not isinstance(retries, int) or retries < 0:
-            raise ValueError(f"{p}.retries must be an integer >= 0, got {retries!r}")
-        if isinstance(backoff, bool) or not isinstance(backoff, (int, float)) or not 0.0 <= float(backoff) < math.inf:
-            raise ValueError(f"{p}.backoff must be a number of seconds >= 0, got {backoff!r}")
-        if isinstance(backoff_max, bool) or not isinstance(backoff_max, (int, float)) or not float(backoff) <= float(backoff_max) < math.inf:
-            raise ValueError(f"{p}.backoff_max must be a number of seconds >= {p}.backoff ({backoff}), got {backoff_max!r}")
-        if not isinstance(cache, bool):
-            raise ValueError(f"{p}.cache must be true or false, got {cache!r}")
+        values = {"temperature": temperature, "max_tokens": max_tokens, "seed": seed, "timeout": timeout, "retries": retries, "backoff": backoff}
+        check_all(PARAMS, values, p)
+        Param("backoff_max", "number", low=backoff, low_name=f"{p}.backoff ({backoff})", noun="a number of seconds").check(backoff_max, p)
+        Param("cache", "bool").check(cache, p)
         self.base_url = str(base_url).rstrip("/")
         self.model = model
         self.api_key_env = api_key_env or None
@@ -358,7 +358,7 @@ class LLMClient:
         if isinstance(usage, dict):
             for name in ("prompt_tokens", "completion_tokens"):
                 value = usage.get(name)
-                if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
+                if is_int(value) and value >= 0:
                     self.counters[name] += value
         return content
 

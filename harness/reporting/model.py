@@ -27,6 +27,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
 
+from harness.params import is_number
+
 #: Artifact names of the compact chunk list and the per-query ranking.
 CHUNKS_ARTIFACT = "chunks.jsonl.gz"
 RANKING_ARTIFACT = "ranking.jsonl.gz"
@@ -316,7 +318,7 @@ def build_run_view(
         for k in ks:
             value = row.get(f"miss_reason_at_{k}")
             miss[k] = value if isinstance(value, str) and value else None
-        values = {m: float(row[m]) for m in metric_cols if isinstance(row.get(m), (int, float)) and not isinstance(row.get(m), bool)}
+        values = {m: float(row[m]) for m in metric_cols if is_number(row.get(m))}
         views.append(QueryView(qid, str(q.text), evidence, tuple(hits), miss, values))
     if miss_counts is None:
         counts: dict[int, dict[str, int]] = {}

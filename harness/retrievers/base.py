@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import functools
-import math
 from abc import ABC, abstractmethod
 from typing import Mapping, Sequence
 
+from harness.params import Param, is_number
 from harness.types import Chunk, NonFiniteError, Query, Run, rank_order
 
 
@@ -99,8 +99,7 @@ class Retriever(ABC):
 
 def check_k(k: int) -> None:
     """Raise ``ValueError`` unless ``k`` is an int >= 1."""
-    if isinstance(k, bool) or not isinstance(k, int) or k < 1:
-        raise ValueError(f"top-k must be an integer >= 1, got {k!r}")
+    Param("top-k", "int", low=1).check(k)
 
 
 def _check_items(items, kind: type, parameter: str, method: str, hint: str) -> list:
@@ -157,7 +156,7 @@ def finite_scores(scores: Mapping[str, float], where: str, of: str = "") -> Mapp
             scores of how many are NaN, infinite or not numbers, and the first one's chunk id
             and value.
     """
-    bad = [(cid, s) for cid, s in scores.items() if isinstance(s, bool) or not isinstance(s, (int, float)) or not math.isfinite(s)]
+    bad = [(cid, s) for cid, s in scores.items() if not is_number(s, finite=True)]
     if bad:
         cid, s = bad[0]
         raise NonFiniteError(f"{where}: {len(bad)} of {len(scores)} scores{of} are not finite numbers (first: chunk {cid!r}, score {s!r})")

@@ -9,10 +9,17 @@ from typing import Sequence
 
 import numpy as np
 
+from harness.params import Param, check_all
 from harness.retrievers.base import Retriever, check_chunks, check_k, check_queries
 from harness.types import Chunk, Query, Run, chunk_order_key
 
 _TOKEN = re.compile(r"\w+", re.UNICODE)
+
+#: The settings of :class:`BM25Retriever` (``retriever.k1``, ``retriever.b``).
+PARAMS = (
+    Param("k1", "number", low=0, finite=False, desc="term-frequency saturation"),
+    Param("b", "number", low=0, high=1, desc="document-length normalisation"),
+)
 
 
 def bm25_tokenize(text: str) -> list[str]:
@@ -78,10 +85,7 @@ class BM25Retriever(Retriever):
     name = "bm25"
 
     def __init__(self, k1: float = 1.5, b: float = 0.75) -> None:
-        if isinstance(k1, bool) or not isinstance(k1, (int, float)) or not k1 >= 0:
-            raise ValueError(f"retriever.k1 must be a number >= 0, got {k1!r}")
-        if isinstance(b, bool) or not isinstance(b, (int, float)) or not 0.0 <= b <= 1.0:
-            raise ValueError(f"retriever.b must be a number in [0, 1], got {b!r}")
+        check_all(PARAMS, {"k1": k1, "b": b}, "retriever")
         self.k1, self.b = float(k1), float(b)
         self._bm25 = None
         self._indexed = False

@@ -13,6 +13,7 @@ from typing import Sequence
 import numpy as np
 
 from harness.embeddings.base import check_vectors
+from harness.params import Param, check_all
 from harness.retrievers.base import Retriever, check_chunks, check_k, check_queries
 from harness.types import Chunk, Query, Run
 
@@ -35,12 +36,18 @@ _INDEX_SETTINGS = {
 }
 
 
-def _check_int(setting: str, value, low: int, what: str, null: str | None = None) -> None:
-    if value is None and null is not None:
-        return
-    if isinstance(value, bool) or not isinstance(value, int) or value < low:
-        tail = f" or null for {null}" if null is not None else ""
-        raise ValueError(f"retriever.{setting} must be an integer >= {low} ({what}){tail}, got {value!r}")
+#: The index settings of :class:`FaissRetriever` (``retriever.<name>``), checked in this order.
+PARAMS = (
+    Param("hnsw_m", "int", low=2, note="links per node"),
+    Param("hnsw_ef_construction", "int", low=1, note="candidates while inserting"),
+    Param("hnsw_ef_search", "int", low=1, note="candidates while searching"),
+    Param("hnsw_build_threads", "int", low=1, note="threads inserting nodes", allow_none=True, none="{} or null for every FAISS thread"),
+    Param("ivf_nlist", "int", low=1, note="k-means cells", allow_none=True, none="{} or null for round(4 * sqrt(chunks))"),
+    Param("ivf_nprobe", "int", low=1, note="cells searched per query"),
+    Param("ivf_seed", "int", low=0, note="seed of the k-means"),
+    Param("ann_min_recall", "number", low=0, high=1, note="recall@10 against exact search"),
+    Param("on_low_recall", "choice", choices=ON_LOW_RECALL),
+)
 
 
 def _check_index(index) -> str:
@@ -190,21 +197,9 @@ class FaissRetriever(Retriever):
         self.index_type = _check_index(index)
         #: ``faiss`` (exact), ``faiss-hnsw`` or ``faiss-ivf``: the run's ``retriever`` tag and run-name suffix.
         self.name = "faiss" if self.index_type == "flat" else f"faiss-{self.index_type}"
-        _check_int("hnsw_m", hnsw_m, 2, "links per node")
-        _check_int("hnsw_ef_construction", hnsw_ef_construction, 1, "candidates while inserting")
-        _check_int("hnsw_ef_search", hnsw_ef_search, 1, "candidates while searching")
-        _check_int("hnsw_build_threads", hnsw_build_threads, 1, "threads inserting nodes", "every FAISS thread")
-        _check_int("ivf_nlist", ivf_nlist, 1, "k-means cells", "round(4 * sqrt(chunks))")
-        _check_int("ivf_nprobe", ivf_nprobe, 1, "cells searched per query")
-        _check_int("ivf_seed", ivf_seed, 0, "seed of the k-means")
-        if isinstance(ann_min_recall, bool) or not isinstance(ann_min_recall, (int, float)) or not 0 <= ann_min_recall <= 1:
-            raise ValueError(f"retriever.ann_min_recall must be a number in [0, 1] (recall@10 against exact search), got {ann_min_recall!r}")
-        if on_low_recall not in ON_LOW_RECALL:
-            close = difflib.get_close_matches(str(on_low_recall), ON_LOW_RECALL, n=1)
-            hint = f" (did you mean {close[0]!r}?)" if close else ""
-            raise ValueError(f"retriever.on_low_recall must be one of {', '.join(map(repr, ON_LOW_RECALL))}, got {on_low_recall!r}{hint}")
         given = {"hnsw_m": hnsw_m, "hnsw_ef_construction": hnsw_ef_construction, "hnsw_ef_search": hnsw_ef_search, "hnsw_build_threads": hnsw_build_threads}
         given |= {"ivf_nlist": ivf_nlist, "ivf_nprobe": ivf_nprobe, "ivf_seed": ivf_seed}
+        check_all(PARAMS, given | {"ann_min_recall": ann_min_recall, "on_low_recall": on_low_recall}, "retriever")
         for other, defaults in _INDEX_SETTINGS.items():
             if other == self.index_type:
                 continue

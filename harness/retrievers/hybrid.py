@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Mapping, Sequence
 
-from harness.embeddings.base import check_choice
+from harness.params import Param, check_all
 from harness.retrievers.base import Retriever, check_chunks, check_k, check_queries, finite_scores
 from harness.retrievers.bm25 import BM25Retriever
 from harness.retrievers.faiss import FaissRetriever
@@ -21,6 +21,13 @@ from harness.types import Chunk, Query, Run, rank_order
 FUSIONS = ("rrf", "weighted")
 #: Candidates fetched per side when ``depth`` is null: ``max(k, DEFAULT_DEPTH)``.
 DEFAULT_DEPTH = 100
+#: The fusion settings of :class:`HybridRetriever` (``retriever.<name>``), checked in this order.
+PARAMS = (
+    Param("fusion", "choice", choices=FUSIONS),
+    Param("rrf_k", "number", low=0, finite=False, note="60 in Cormack et al. 2009"),
+    Param("alpha", "number", low=0, high=1, note="the weight of the dense side"),
+    Param("depth", "int", low=1, note="candidates per side", allow_none=True, none=f"{{}} or null for max(k, {DEFAULT_DEPTH})"),
+)
 #: What :func:`minmax` gives every candidate of a constant list (one candidate, or ties only).
 CONSTANT_SCORE = 0.5
 
@@ -121,10 +128,6 @@ def weighted_fuse(dense: Mapping[str, float], lexical: Mapping[str, float], alph
     return top(fused, k)
 
 
-def _is_number(value) -> bool:
-    return not isinstance(value, bool) and isinstance(value, (int, float))
-
-
 class HybridRetriever(Retriever):
     """BM25 (:class:`~harness.retrievers.bm25.BM25Retriever`) and dense retrieval
     (:class:`~harness.retrievers.faiss.FaissRetriever` with the run's encoder) over the
@@ -170,13 +173,7 @@ class HybridRetriever(Retriever):
         k1: float = 1.5,
         b: float = 0.75,
     ) -> None:
-        check_choice("retriever.fusion", fusion, FUSIONS)
-        if not _is_number(rrf_k) or not rrf_k >= 0:
-            raise ValueError(f"retriever.rrf_k must be a number >= 0 (60 in Cormack et al. 2009), got {rrf_k!r}")
-        if not _is_number(alpha) or not 0.0 <= alpha <= 1.0:
-            raise ValueError(f"retriever.alpha must be a number in [0, 1] (the weight of the dense side), got {alpha!r}")
-        if depth is not None and (isinstance(depth, bool) or not isinstance(depth, int) or depth < 1):
-            raise ValueError(f"retriever.depth must be an integer >= 1 (candidates per side) or null for max(k, {DEFAULT_DEPTH}), got {depth!r}")
+        check_all(PARAMS, {"fusion": fusion, "rrf_k": rrf_k, "alpha": alpha, "depth": depth}, "retriever")
         self.fusion = fusion
         self.rrf_k = rrf_k
         self.alpha = float(alpha)

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 from harness.embeddings.base import ON_TRUNCATE, check_choice, text_key
+from harness.params import Param, check_all
 from harness.retrievers.base import Retriever, check_chunks, check_k, check_queries
 from harness.types import Chunk, Query, Run, rank_order
 
@@ -32,6 +33,14 @@ FIRST_STAGES = {
 DEFAULT_MODEL = "cross-encoder/ms-marco-MiniLM-L6-v2"
 #: Candidates re-scored when ``candidates`` is null: ``max(k, DEFAULT_CANDIDATES)``.
 DEFAULT_CANDIDATES = 100
+#: The plain settings of :class:`RerankRetriever` (``retriever.<name>``), checked in this order.
+PARAMS = (
+    Param("candidates", "int", low=1, note="first-stage results re-scored", allow_none=True, none=f"{{}} or null for max(k, {DEFAULT_CANDIDATES})"),
+    Param("max_length", "int", low=1, note="word pieces per query-chunk pair", allow_none=True, none="{} or null for the model's limit"),
+    Param("batch_size", "int", low=1),
+    Param("on_truncate", "choice", choices=ON_TRUNCATE),
+    Param("show_progress", "bool"),
+)
 
 #: Scores of every reranker in this process: (model key, query sha256, chunk sha256) -> score.
 _SCORES: dict[tuple[str, str, str], float] = {}
@@ -186,21 +195,10 @@ class RerankRetriever(Retriever):
         show_progress: bool = True,
         encoder=None,
     ) -> None:
-        if candidates is not None and (isinstance(candidates, bool) or not isinstance(candidates, int) or candidates < 1):
-            raise ValueError(
-                f"retriever.candidates must be an integer >= 1 (first-stage results re-scored) or null for max(k, {DEFAULT_CANDIDATES}), got {candidates!r}"
-            )
-        if max_length is not None and (isinstance(max_length, bool) or not isinstance(max_length, int) or max_length < 1):
-            raise ValueError(
-                f"retriever.max_length must be an integer >= 1 (word pieces per query-chunk pair) or null for the model's limit, got {max_length!r}"
-            )
-        if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
-            raise ValueError(f"retriever.batch_size must be an integer >= 1, got {batch_size!r}")
+        check_all(PARAMS[:3], {"candidates": candidates, "max_length": max_length, "batch_size": batch_size}, "retriever")
         if not isinstance(device, str) or not re.fullmatch(r"cpu|mps|cuda(:\d+)?", device):
             raise ValueError(f"retriever.device must be 'cpu', 'cuda', 'cuda:N' or 'mps', got {device!r}")
-        check_choice("retriever.on_truncate", on_truncate, ON_TRUNCATE)
-        if not isinstance(show_progress, bool):
-            raise ValueError(f"retriever.show_progress must be true or false, got {show_progress!r}")
+        check_all(PARAMS[3:], {"on_truncate": on_truncate, "show_progress": show_progress}, "retriever")
         self.first_stage = _build_first_stage(first_stage, encoder)
         self.needs_encoder = bool(self.first_stage.needs_encoder)
         self.model_name = model

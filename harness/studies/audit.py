@@ -10,6 +10,7 @@ first ``rule.k`` chunks; :func:`harness.evaluation.audit.audit` does the rest.
 from __future__ import annotations
 
 from harness.evaluation.audit import AuditRule, Candidate, audit
+from harness.params import Param
 from harness.retrievers.base import ranked as ranked_ids
 from harness.types import Dataset
 
@@ -32,8 +33,7 @@ def audit_dataset(dataset: Dataset, rule: AuditRule | None = None, chunk_size: i
     from harness.retrievers.bm25 import BM25Retriever
 
     rule = AuditRule() if rule is None else rule
-    if isinstance(chunk_size, bool) or not isinstance(chunk_size, int) or chunk_size < 1:
-        raise ValueError(f"audit chunk size must be an integer >= 1 (characters), got {chunk_size!r}")
+    Param("audit chunk size", "int", low=1, note="characters").check(chunk_size)
     chunks = RecursiveChunker(chunk_size=chunk_size, unit="chars").chunk_all(dataset.documents)
     retriever = BM25Retriever()
     retriever.index(chunks)

@@ -54,6 +54,7 @@ from pathlib import Path
 from typing import Sequence
 
 from harness.experiment.build import PROJECT_ROOT
+from harness.params import Param
 from harness.studies.bench import _log, _subprocess
 
 #: The script run for B and C (a plain file, run with ``python -P`` so that no harness module is importable by accident).
@@ -217,8 +218,7 @@ def run_vs_reference(dataset: str = "chroma_general", rounds: int = 3, work: str
         ValueError: ``rounds < 1`` or a folder that is not chroma-format (before anything runs).
         RuntimeError: a process failed.
     """
-    if isinstance(rounds, bool) or not isinstance(rounds, int) or rounds < 1:
-        raise ValueError(f"--rounds must be an integer >= 1, got {rounds!r}")
+    Param("--rounds", "int", low=1).check(rounds)
     folder = dataset_folder(dataset)
     from harness.studies import reference_style
 

@@ -59,6 +59,7 @@ import pandas as pd
 
 from harness.evaluation.stats import query_mean
 from harness.experiment.build import PROJECT_ROOT
+from harness.params import Param
 
 #: Gate file used when ``--gate`` is not given.
 DEFAULT_GATE = PROJECT_ROOT / "experiments" / "gate" / "kestrel_kb.yaml"
@@ -103,14 +104,6 @@ class Gate:
     resamples: int
     seed: int
     description: str = ""
-
-
-def _is_int(value: Any) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
-
-
-def _is_number(value: Any) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(float(value))
 
 
 def load_gate(path: str | Path) -> Gate:
@@ -162,19 +155,16 @@ def load_gate(path: str | Path) -> Gate:
             parse_name(str(name))
         except ValueError as exc:
             raise GateError(f"{where(f'metrics.{name}')}: {exc}") from exc
-        if not _is_number(margin) or float(margin) < 0:
-            raise GateError(f"{where(f'metrics.{name}')}: the margin must be a number >= 0 in the metric's units (e.g. 0.02), got {margin!r}")
+        need = "a number >= 0 in the metric's units (e.g. 0.02)"
+        Param(where(f"metrics.{name}"), "number", low=0, need=need, error=GateError, message="{name}: the margin must be {need}, got {value!r}").check(margin)
         margins[str(name)] = float(margin)
 
     alpha = data.get("alpha", 0.05)
-    if not _is_number(alpha) or not 0.0 < float(alpha) < 0.5:
-        raise GateError(f"{where('alpha')} must be a one-sided significance level in (0, 0.5), got {alpha!r}")
+    Param(where("alpha"), "number", low=0, high=0.5, low_open=True, high_open=True, noun="a one-sided significance level", error=GateError).check(alpha)
     resamples = data.get("resamples", 10000)
-    if not _is_int(resamples) or resamples < 1:
-        raise GateError(f"{where('resamples')} must be an integer >= 1, got {resamples!r}")
+    Param(where("resamples"), "int", low=1, error=GateError).check(resamples)
     seed = data.get("seed", 0)
-    if not _is_int(seed) or seed < 0:
-        raise GateError(f"{where('seed')} must be an integer >= 0, got {seed!r}")
+    Param(where("seed"), "int", low=0, error=GateError).check(seed)
     description = data.get("description") or ""
     if not isinstance(description, str):
         raise GateError(f"{where('description')} must be text, got {description!r}")

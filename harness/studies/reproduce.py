@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any, Callable, Sequence
 
 from harness.evaluation.stats import query_mean
+from harness.params import Param
 
 #: The reference's separators, as a Hydra override value (escapes decoded by the chunker config).
 _SEPARATORS = '["\\n\\n","\\n",".","?","!"," ",""]'
@@ -129,8 +130,7 @@ def base_overrides(dataset_path: str | Path, k: int = 5) -> list[str]:
         ValueError: ``k`` is not an integer >= 1, or ``dataset_path`` has no ``questions.csv``
             and ``corpora/`` (the message names the path).
     """
-    if isinstance(k, bool) or not isinstance(k, int) or k < 1:
-        raise ValueError(f"k must be an integer >= 1, got {k!r}")
+    Param("k", "int", low=1).check(k)
     path = Path(dataset_path).expanduser().resolve()
     if not path.exists():
         raise ValueError(f"dataset path {path} does not exist: pass --dataset PATH, a chroma-format folder (questions.csv and corpora/*.md)")

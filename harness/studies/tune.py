@@ -42,6 +42,7 @@ from typing import Any, Sequence
 
 from harness.experiment.build import PROJECT_ROOT
 from harness.experiment.config import compose
+from harness.params import require_int
 
 #: Default search-space file.
 DEFAULT_SPACE = PROJECT_ROOT / "experiments" / "search_space.yaml"
@@ -312,8 +313,7 @@ def run_study(
     from harness.experiment.run import execute
     from harness.tracking.worker import RunBusy
 
-    if isinstance(trials, bool) or not isinstance(trials, int) or trials < 1:
-        raise ValueError(f"--trials must be an integer >= 1, got {trials!r}")
+    require_int("--trials", trials, low=1)
     _check_objectives(space, overrides)
     name = study_name or space.study
     has_resume = "resume" in compose([])

@@ -48,6 +48,8 @@ from typing import Any, Callable, Mapping, Sequence
 from hydra.experimental.callback import Callback
 from omegaconf import DictConfig
 
+from harness.params import is_int, is_number
+
 #: File in ``hydra.sweep.dir`` naming the sweep's parent run (``run_id``, ``tracking_uri``, ``experiment_id``, ``pid``)
 #: and the planned job count (``jobs``: :attr:`SweepPlan.n_jobs`, null when unknown).
 PARENT_FILE = "mlflow_sweep.json"
@@ -465,7 +467,7 @@ def sweep_settings(config: DictConfig, plan: SweepPlan):
         raise SweepPlanError(str(exc)) from None
     baseline = tracking.get("sweep_baseline")
     if baseline is not None:
-        if isinstance(baseline, bool) or not isinstance(baseline, (int, str)) or (isinstance(baseline, str) and not baseline.strip()):
+        if not is_int(baseline) and not (isinstance(baseline, str) and baseline.strip()):
             raise SweepPlanError(f"tracking.sweep_baseline: expected null, a job number or a run id or name, got {baseline!r}")
         if isinstance(baseline, int) and not (1 <= baseline <= (plan.n_jobs or baseline)):
             raise SweepPlanError(f"tracking.sweep_baseline: job {baseline} does not exist; this sweep has jobs 1 to {plan.n_jobs}")
@@ -502,7 +504,7 @@ def default_job(plan: SweepPlan, config: DictConfig) -> int | None:
             else:
                 base = OmegaConf.select(config, key, default=None, throw_on_missing=False)
             value = getattr(value, "text", value)  # a quoted string
-            if type(value) is not type(base) and not (isinstance(value, (int, float)) and isinstance(base, (int, float)) and not isinstance(value, bool)):
+            if type(value) is not type(base) and not (is_number(value) and isinstance(base, (int, float))):
                 match = False
             elif value != base:
                 match = False

@@ -13,10 +13,10 @@ columns are the stored name map (harness name -> MLflow key) of every value of a
 
 from __future__ import annotations
 
-import math
 from typing import Any, Iterable, Mapping
 
 from harness.evaluation.metrics import mlflow_key
+from harness.params import is_number
 from harness.types import NonFiniteError, OneLineError
 
 
@@ -54,6 +54,6 @@ def metric_keys(values: Mapping[str, Any] | Iterable[tuple[Mapping[str, Any], in
                     raise MetricNameCollision(
                         f"metrics {other!r} and {name!r} would both be logged as MLflow metric {key!r} (one value would silently win); rename one of them"
                     )
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+            if not is_number(value, finite=True):
                 raise NonFiniteError(f"metric {name!r} (MLflow key {key!r}) is {value!r}, not a finite number; nothing of this logging call was stored")
     return keys

@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterator, Mapping, Sequence
 
+from harness.params import Param, check_all
 from harness.tracking.tracker import MAX_PARAMS_PER_BATCH, MAX_TAG_VALUE, PURPOSE_TAG, SWEEP_TAG, SignalSafeClient, store_lock
 
 #: MLflow's page size limit for run searches; :func:`search_runs` follows the pages.
@@ -226,8 +227,7 @@ def search_runs(
     from mlflow.entities import ViewType
     from mlflow.exceptions import MlflowException
 
-    if max_results is not None and (isinstance(max_results, bool) or not isinstance(max_results, int) or max_results < 1):
-        raise ValueError(f"max_results must be an integer >= 1 or None, got {max_results!r}")
+    Param("max_results", "int", low=1, allow_none=True, none="{} or None").check(max_results)
     exp_id = experiment_id(uri, experiment)
     client = open_client(uri)
     runs: list[RunRecord] = []
@@ -532,10 +532,7 @@ def list_runs(
     from harness.evaluation.compare import runs_table
     from harness.evaluation.metrics import mlflow_key
 
-    if isinstance(k, bool) or not isinstance(k, int) or k < 1:
-        raise ValueError(f"k must be an integer >= 1, got {k!r}")
-    if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 1):
-        raise ValueError(f"limit must be an integer >= 1, got {limit!r}")
+    check_all((Param("k", "int", low=1), Param("limit", "int", low=1, allow_none=True, need="an integer >= 1")), {"k": k, "limit": limit})
     clauses = [c for c in (filter_string, tag_filter(tags)) if c and c.strip()]
     if not all_statuses:
         clauses.append("attributes.status = 'FINISHED'")

@@ -37,6 +37,8 @@ import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from harness.params import Param, check_all
+
 #: Seconds :func:`start_server` waits for ``/health`` (startup migrates a fresh DB, ~5 s here).
 DEFAULT_START_TIMEOUT_S = 90.0
 
@@ -72,10 +74,7 @@ def server_command(root: str | Path, port: int, host: str = "127.0.0.1", workers
     Raises:
         ValueError: ``port`` outside 1..65535 or ``workers`` < 1.
     """
-    if isinstance(port, bool) or not isinstance(port, int) or not 1 <= port <= 65535:
-        raise ValueError(f"port must be an integer in 1..65535, got {port!r}")
-    if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
-        raise ValueError(f"workers must be an integer >= 1, got {workers!r}")
+    check_all((Param("port", "int", low=1, high=65535, need="an integer in 1..65535"), Param("workers", "int", low=1)), {"port": port, "workers": workers})
     root = Path(root).resolve()
     return [
         sys.executable,

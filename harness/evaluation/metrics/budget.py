@@ -38,6 +38,7 @@ from __future__ import annotations
 from typing import Callable, Mapping, Sequence
 
 from harness.evaluation.metrics import span as sp
+from harness.params import is_int
 from harness.types import Chunk, Document, Query, Span
 
 
@@ -85,7 +86,7 @@ def budget_recall(
     Raises:
         ValueError: a budget < 1 (names ``metrics.budgets``).
     """
-    if any(isinstance(b, bool) or not isinstance(b, int) or b < 1 for b in budgets):
+    if any(not is_int(b) or b < 1 for b in budgets):
         raise ValueError(f"metrics.budgets must be integers >= 1, got {list(budgets)!r}")
     evidence = sp.span_set((e.doc_id, e.span) for e in query.evidence)
     n_evidence = sp.size(evidence)

@@ -35,6 +35,7 @@ from __future__ import annotations
 from typing import Callable, Sequence
 
 from harness.evaluation.metrics import span as sp
+from harness.params import Param
 from harness.types import Chunk, Evidence, Query
 
 #: Rules that turn evidence spans into binary chunk relevance (``metrics.relevance``).
@@ -55,8 +56,7 @@ def check_relevance(rule: str, fraction: float = 0.5) -> None:
     """
     if rule not in RELEVANCE_RULES:
         raise ValueError(f"metrics.relevance must be one of {sorted(RELEVANCE_RULES)}, got {rule!r}")
-    if isinstance(fraction, bool) or not isinstance(fraction, (int, float)) or not 0.0 <= fraction <= 1.0:
-        raise ValueError(f"metrics.relevance_fraction must be in [0, 1], got {fraction!r}")
+    Param("relevance_fraction", "number", low=0, high=1, noun="").check(fraction, "metrics")
 
 
 def relevant_to(chunk: Chunk, ev: Evidence, fraction: float = 0.5, rule: str = "overlap_fraction") -> bool:
