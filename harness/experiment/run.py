@@ -286,8 +286,11 @@ def open_tracking(cfg: DictConfig, run: RunSettings):
     :func:`harness.tracking.tracker.logged_params`, the resolved YAML, the config hash, and
     the tags: package versions, ``chunk_size``/``chunk_overlap``/``chunk_unit``
     (:func:`harness.tracking.tracker.chunking_tags`) and ``harness.purpose`` when
-    ``tracking.purpose`` is set)."""
+    ``tracking.purpose`` is set). Its ``warm`` step, run by the worker once it has answered,
+    imports what the run's figures and report need (:func:`harness.reporting.html.preload`)
+    while the job computes."""
     from harness.experiment import build
+    from harness.reporting.html import preload
     from harness.tracking.callbacks import parent_for_job
     from harness.tracking.tracker import PURPOSE_TAG, artifact_root_for, chunking_tags, flatten, logged_params
     from harness.tracking.worker import Opening
@@ -312,6 +315,7 @@ def open_tracking(cfg: DictConfig, run: RunSettings):
         config_yaml=OmegaConf.to_yaml(cfg, resolve=True),
         start_time=wall_start,
         tags=tags,
+        warm=preload,
     )
 
 
@@ -641,12 +645,17 @@ def chunk_sample(chunks, n: int = SAMPLE_CHUNKS, seed: int = 0) -> str:
 
 
 def _log_figures(tracker, ev, ks, encoder, title: str) -> None:
-    """Log ``chunk_sizes.png`` + ``chunk_sizes.json`` and ``recall_at_k.png`` (drawn by the
-    tracker, see :meth:`harness.tracking.tracker.Tracker.log_run_figures`)."""
+    """Log ``chunk_sizes.png`` + ``chunk_sizes.json`` and ``recall_at_k.png``, drawn by
+    :func:`harness.reporting.charts.run_figures` (handed to the tracker, which runs it in the
+    tracking worker: :meth:`harness.tracking.tracker.Tracker.log_rendered`)."""
+    import functools
+
+    from harness.reporting.charts import run_figures
+
     chars = [c.n_chars for c in ev.chunks]
     tokens = ev.chunk_tokens if ev.chunk_tokens is not None else (encoder.count_tokens([c.text for c in ev.chunks]) if ev.chunks else [])
     metrics = {k: float(v) for k, v in ev.metrics.items() if isinstance(v, (int, float))}
-    tracker.log_run_figures(chars, [int(t) for t in tokens], encoder.max_seq_length, metrics, list(ks), title)
+    tracker.log_rendered(functools.partial(run_figures, chars, [int(t) for t in tokens], encoder.max_seq_length, metrics, list(ks), title))
 
 
 def _skipped(finished: dict, objective: str, run: RunSettings) -> dict:

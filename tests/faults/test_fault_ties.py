@@ -416,7 +416,10 @@ def test_queries_whose_tie_crosses_a_cutoff_are_counted():
             return {}
 
     groups = metric_groups(
-        ev, Components(Counters(), TwinChunker(), BM25Retriever(), None, None), None, prepare(compose(["retriever=bm25", "metrics.ks=[1,2,4,5]", "stats.bootstrap=0"]))
+        ev,
+        Components(Counters(), TwinChunker(), BM25Retriever(), None, None),
+        None,
+        prepare(compose(["retriever=bm25", "metrics.ks=[1,2,4,5]", "stats.bootstrap=0"])),
     )
     logged = {name: v for values, step in groups if step == 0 for name, v in values.items()}
     assert {name: logged[name] for name in ev.ties} == ev.ties
