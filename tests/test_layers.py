@@ -105,3 +105,18 @@ def test_text_layer_imports_only_the_core_types():
 def test_layer_never_imports_the_layers_above(layer, above):
     bad = _violations(_sources(layer), lambda name: any(_under(name, a) for a in above))
     assert not bad, f"harness/{layer} imports a layer above it:\n" + "\n".join(bad)
+
+
+@pytest.mark.parametrize("renderer", ["harness.reporting", "harness.evaluation.plots", "matplotlib", "jinja2"])
+def test_tracking_logs_what_it_is_given_and_renders_nothing(renderer):
+    """Figures and HTML are drawn by harness/reporting (called from harness/experiment), which
+    hands the tracker the bytes or the rendering step to run (``Tracker.log_rendered``)."""
+    bad = _violations(_sources("tracking"), lambda name: _under(name, renderer))
+    assert not bad, f"harness/tracking imports {renderer}:\n" + "\n".join(bad)
+
+
+def test_one_module_draws_every_figure():
+    """``harness/reporting/charts.py`` draws the PNG artifacts and the pages' SVG from the same
+    drawing functions; no other module draws (imports matplotlib)."""
+    drawing = sorted(str(p.relative_to(PROJECT_ROOT)) for p in _sources() for _, name in imports_of(p) if _under(name, "matplotlib"))
+    assert set(drawing) == {"harness/reporting/charts.py"}

@@ -39,14 +39,27 @@ class Chunker(ABC):
         name: strategy name used in run names and metrics.
         needs_encoder: True when the strategy embeds text while splitting; the builder then
             passes the shared :class:`harness.embeddings.model.Encoder` as ``encoder=``.
+        needs_cache_dir: True when the strategy keeps a cache of its own (e.g. LLM replies);
+            the builder then passes the run's cache folder (or None) as ``cache_dir=``, kept
+            out of the config hash.
+        fetch_multiplier: the run searches ``fetch_multiplier * depth`` indexed chunks per
+            query (an integer >= 1) so that :meth:`expand` still fills ``depth`` results
+            (``hierarchical``: children of one parent collapse into it). Default 1.
         contiguous: chunks are single spans in document order.
         partitions: chunks cover every non-whitespace character (no text is dropped).
     """
 
     name: str = "base"
     needs_encoder: bool = False
+    needs_cache_dir: bool = False
+    fetch_multiplier: int = 1
     contiguous: bool = True
     partitions: bool = True
+
+    def stats(self) -> dict[str, float]:
+        """The strategy's own counters, logged with the run's metrics at step 0
+        (``{name: value}``, e.g. ``llm.calls``, ``adapter.tracked``). Default: none (``{}``)."""
+        return {}
 
     def size_limit(self) -> tuple[str, str, int] | None:
         """``(unit, tokenizer, limit)`` that every chunk's source text respects, or None.

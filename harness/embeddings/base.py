@@ -460,6 +460,11 @@ class CachedEncoder(ABC):
         limit = self.max_seq_length
         return 0 if limit is None else sum(1 for n in self.count_tokens(texts) if n > limit)
 
+    def run_tags(self) -> dict[str, str]:
+        """Tags a run sets about this encoder as resolved at run time (``{tag: value}``, e.g.
+        ``embedding.precision``). Default: none (``{}``)."""
+        return {}
+
     def run_metrics(self) -> dict[str, float]:
         """What a run logs about its embedding work (``embedding.*`` metrics)."""
         out = {

@@ -10,9 +10,14 @@ import hashlib
 import json
 import re
 from pathlib import Path
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 from omegaconf import DictConfig, OmegaConf
+
+if TYPE_CHECKING:  # annotations only: the component packages load when a builder runs
+    from harness.chunkers.base import Chunker
+    from harness.embeddings.base import CachedEncoder
+    from harness.retrievers.base import Retriever
 
 #: The project folder (the one holding ``conf/`` and ``datasets/``).
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
@@ -284,10 +289,10 @@ def embedding_window(encoder) -> tuple[int, str | None]:
     Raises:
         ValueError: the backend knows no window.
     """
-    window = getattr(encoder, "max_seq_length", None)
+    window = encoder.max_seq_length
     if window is None:
-        raise ValueError(f"embedding.model {getattr(encoder, 'model_name', '?')!r} declares no input window: give chunk sizes as numbers")
-    return int(window) - int(getattr(encoder, "special_tokens", 0)), getattr(encoder, "chunk_tokenizer", None)
+        raise ValueError(f"embedding.model {encoder.model_name!r} declares no input window: give chunk sizes as numbers")
+    return int(window) - int(encoder.special_tokens), encoder.chunk_tokenizer
 
 
 def resolve_window_sizes(data: Any, encoder=None, path: str = "chunker") -> Any:
@@ -326,7 +331,7 @@ def _window_size(where: str, value: str, node: dict, encoder) -> int:
         raise ValueError(f"{where}={value!r} is relative to the embedding model's window: build the chunker with the run's encoder")
     tokens, tokenizer = embedding_window(encoder)
     unit, wanted = node.get("unit", "tokens"), node.get("tokenizer", "model")
-    model = getattr(encoder, "model_name", "?")
+    model = encoder.model_name
     if unit != "tokens":
         raise ValueError(f"{where}={value!r} is in the model's tokens: needs {where.rsplit('.', 1)[0]}.unit=tokens, got {unit!r}")
     if tokenizer is None or wanted != tokenizer:
@@ -377,12 +382,21 @@ def cache_dir(cfg: DictConfig) -> str | None:
     return str(node.get("dir") if node is not None and node.get("dir") else cfg.paths.cache_dir)
 
 
-def build_encoder(cfg: DictConfig):
-    """The run's shared :class:`~harness.embeddings.model.Encoder` (model loads lazily; on-disk cache per ``cache``)."""
+def build_encoder(cfg: DictConfig) -> CachedEncoder:
+    """The run's shared :class:`~harness.embeddings.model.Encoder` (model loads lazily; on-disk cache per ``cache``).
+
+    Raises:
+        TypeError: ``embedding._target_`` does not name a subclass of
+            :class:`harness.embeddings.base.CachedEncoder` (whose declared contract, e.g.
+            ``run_tags`` and ``special_tokens``, the run calls without probing).
+    """
+    from harness.embeddings.base import CachedEncoder
+
+    _contract_class(cfg.embedding, CachedEncoder, "embedding", "an embedding backend (harness.embeddings.base.CachedEncoder)")
     return _instantiate(cfg.embedding, cache_dir=cache_dir(cfg))
 
 
-def build_chunker(cfg: DictConfig, encoder=None):
+def build_chunker(cfg: DictConfig, encoder: CachedEncoder | None = None) -> Chunker:
     """Instantiate ``cfg.chunker``; strategies that embed get ``encoder=``, strategies with
     ``needs_cache_dir`` get ``cache_dir=`` (the run's cache folder or None).
 
@@ -396,12 +410,13 @@ def build_chunker(cfg: DictConfig, encoder=None):
     Raises:
         ValueError: invalid chunker parameters (raised by the constructor, naming them), an
             unknown escape in a literal-string setting, or a window size that cannot be resolved.
+        TypeError: ``chunker._target_`` does not name a :class:`harness.chunkers.base.Chunker`.
     """
     from harness.chunkers.base import Chunker
 
-    cls = _target_class(cfg.chunker)
-    kwargs = {"encoder": encoder} if getattr(cls, "needs_encoder", False) else {}
-    if getattr(cls, "needs_cache_dir", False):  # e.g. LLM reply caches; kept out of the config hash
+    cls = _contract_class(cfg.chunker, Chunker, "chunker", "a harness Chunker")
+    kwargs = {"encoder": encoder} if cls.needs_encoder else {}
+    if cls.needs_cache_dir:  # e.g. LLM reply caches; kept out of the config hash
         kwargs["cache_dir"] = cache_dir(cfg)
     node = cfg.chunker
     decoded = resolve_window_sizes(chunker_config(cfg), encoder)
@@ -413,10 +428,16 @@ def build_chunker(cfg: DictConfig, encoder=None):
     return chunker
 
 
-def build_retriever(cfg: DictConfig, encoder=None):
-    """Instantiate ``cfg.retriever``; dense retrievers get ``encoder=``."""
-    cls = _target_class(cfg.retriever)
-    kwargs = {"encoder": encoder} if getattr(cls, "needs_encoder", False) else {}
+def build_retriever(cfg: DictConfig, encoder: CachedEncoder | None = None) -> Retriever:
+    """Instantiate ``cfg.retriever``; dense retrievers get ``encoder=``.
+
+    Raises:
+        TypeError: ``retriever._target_`` does not name a :class:`harness.retrievers.base.Retriever`.
+    """
+    from harness.retrievers.base import Retriever
+
+    cls = _contract_class(cfg.retriever, Retriever, "retriever", "a harness Retriever")
+    kwargs = {"encoder": encoder} if cls.needs_encoder else {}
     return _instantiate(cfg.retriever, **kwargs)
 
 
@@ -434,6 +455,21 @@ def _target_class(node: DictConfig):
     return get_class(target)
 
 
+def _contract_class(node: DictConfig, base: type, group: str, what: str) -> type:
+    """The class ``node._target_`` names, verified once to subclass ``base``: the boundary
+    where a configured component enters a run, so that every later stage calls the contract
+    ``base`` declares (``needs_encoder``, ``stats()``, ...) instead of probing for it.
+
+    Raises:
+        ValueError: the node has no ``_target_``.
+        TypeError: ``<group>._target_ '<path>' does not build <what>``.
+    """
+    cls = _target_class(node)
+    if not (isinstance(cls, type) and issubclass(cls, base)):
+        raise TypeError(f"{group}._target_ {node.get('_target_')!r} does not build {what}")
+    return cls
+
+
 def run_name(cfg: DictConfig) -> str:
     """Readable run name from the strategy name and its main sizes, ending in the retriever.
 
@@ -446,7 +482,7 @@ def run_name(cfg: DictConfig) -> str:
     """
     ch = cfg.chunker
     try:
-        name = str(getattr(_target_class(ch), "name", "") or "")
+        name = str(_target_class(ch).name or "")
     except Exception:  # noqa: BLE001 - naming must never fail a run
         name = ""
     name = name or str(ch.get("_target_", "chunker")).rsplit(".", 1)[-1].replace("Chunker", "").lower()

@@ -351,7 +351,7 @@ def search_depth(ks: Sequence[int], budgets: Sequence[int], budget_depth: int | 
 
 def retrieve(dataset: Dataset, chunker: Chunker, retriever: Retriever, n_chunks: int, depth: int) -> Run:
     """Search every query for ``depth * chunker.fetch_multiplier`` indexed chunks (at most ``n_chunks``)."""
-    fetch_k = min(n_chunks, depth * int(getattr(chunker, "fetch_multiplier", 1)))
+    fetch_k = min(n_chunks, depth * int(chunker.fetch_multiplier))
     return retriever.search(dataset.queries, fetch_k)
 
 

@@ -45,7 +45,7 @@ def log_report(tracker, run_name: str, experiment: str, ev, dataset, parts, tags
     """Log ``chunks.jsonl.gz``, ``ranking.jsonl.gz`` and ``report.html`` of a run just evaluated.
 
     Args:
-        tracker: the run's tracker (``log_bytes``, ``log_run_report``).
+        tracker: the run's tracker (``log_bytes``, ``log_rendered``).
         run_name, experiment: of the run.
         ev: the :class:`harness.experiment.pipeline.Evaluation`.
         dataset: the run's :class:`harness.types.Dataset`.
@@ -54,6 +54,9 @@ def log_report(tracker, run_name: str, experiment: str, ev, dataset, parts, tags
         cis: the logged CIs, ``{"recall@5_ci_low": ..., "recall@5_ci_high": ...}`` (empty: none).
         confidence: their coverage.
     """
+    import functools
+
+    from harness.reporting.html import run_report_artifact
     from harness.reporting.model import (
         CHUNKS_ARTIFACT,
         RANKING_ARTIFACT,
@@ -92,7 +95,8 @@ def log_report(tracker, run_name: str, experiment: str, ev, dataset, parts, tags
         queries=dataset.queries,
         max_seq_length=window,
     )
-    tracker.log_run_report(view, "report.html")  # rendered by the tracker (in a job: its tracking worker)
+    # rendered by harness.reporting.html, run by the tracker (in a job: in its tracking worker), timed as time.report_render_s
+    tracker.log_rendered(functools.partial(run_report_artifact, view, "report.html"), "time.report_render_s")
 
 
 def run_view(uri: str, run_id: str, workdir: str | Path):
@@ -195,6 +199,30 @@ def side_by_side_html(uri: str, run_a: str, run_b: str) -> str:
         return side_by_side_report(a, b)
     except ValueError as exc:
         raise ReportError(str(exc)) from exc
+
+
+def sweep_report_page(uri: str, parent_run_id: str, top_settings=None) -> str:
+    """The ``report.html`` a sweep logs on its parent run when it ends (job table, charts, the
+    top set of ``top_settings`` (a :class:`harness.evaluation.stats.TopSetSettings`, default
+    ones when None) with its tie-breakers, the best job against the baseline of
+    :func:`harness.reporting.sweep.choose_baseline`, the best job's own page inside); handed
+    to :class:`harness.tracking.callbacks.SweepRunCallback` by ``conf/config.yaml``.
+
+    Raises:
+        whatever reading the store or rendering raises (the callback records it as the tag
+        ``sweep.report_error``).
+    """
+    from harness.reporting.html import sweep_report
+    from harness.reporting.sweep import build_sweep_view
+    from harness.tracking.runs import artifact_text, load_run, metric_values, report_link, sweep_jobs
+
+    parent, jobs = sweep_jobs(uri, parent_run_id)
+    with tempfile.TemporaryDirectory() as tmp:
+        view = build_sweep_view(
+            parent, jobs, lambda r: metric_values(r, uri), lambda rid: load_run(uri, rid, tmp), lambda r: report_link(uri, r), top_settings=top_settings
+        )
+    best_report = artifact_text(uri, view.best, "report.html") if view.best else None  # shown inside the sweep's page
+    return sweep_report(view, best_report)
 
 
 def sweep_report_html(uri: str, parent_run_id: str, baseline: str | None = None) -> str:

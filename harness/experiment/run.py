@@ -42,7 +42,7 @@ import os
 import sys
 import time
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from omegaconf import DictConfig, OmegaConf
 
@@ -50,6 +50,13 @@ from harness.experiment.build import register_resolvers
 from harness.experiment.settings import MetricSettings, RunSettings, StatsSettings
 from harness.params import is_int
 from harness.tracking.tracker import EXIT_BUSY  # noqa: E402, F401 - the exit code of a busy skip, documented here
+
+if TYPE_CHECKING:  # annotations only: a run imports each component package when it builds it
+    from harness.chunkers.base import Chunker
+    from harness.embeddings.base import CachedEncoder
+    from harness.evaluation.compression import Compressor
+    from harness.retrievers.base import Retriever
+    from harness.text.units import SizeCounter
 
 register_resolvers()
 
@@ -84,18 +91,23 @@ class Components:
     """The built parts of one run (:func:`build_components`).
 
     Attributes:
-        encoder: the shared :class:`harness.embeddings.model.Encoder` (model loads lazily).
+        encoder: the shared embedding backend, a :class:`harness.embeddings.base.CachedEncoder`
+            (:class:`harness.embeddings.model.Encoder` by default; the model loads lazily).
         chunker: the :class:`harness.chunkers.base.Chunker`.
         retriever: the :class:`harness.retrievers.base.Retriever` (empty).
         compressor: the enabled :class:`harness.evaluation.compression.Compressor`, or None.
         context_counter: the :class:`harness.text.units.SizeCounter` of ``metrics.context_tokenizer``.
+
+    The builders (:mod:`harness.experiment.build`) verify each class against its base, so
+    the stages call the bases' declared contracts (``stats()``, ``run_tags()``,
+    ``fetch_multiplier``, ...) directly.
     """
 
-    encoder: Any
-    chunker: Any
-    retriever: Any
-    compressor: Any
-    context_counter: Any
+    encoder: CachedEncoder
+    chunker: Chunker
+    retriever: Retriever
+    compressor: Compressor | None
+    context_counter: SizeCounter
 
     @property
     def embeds(self) -> bool:
@@ -161,15 +173,9 @@ def execute(cfg: DictConfig) -> dict:
         stop_unused_worker()
         raise
     opening = open_tracking(cfg, run)
-    known_tags: dict[str, object] = {  # tags known so far, set on a FAILED run too
-        "chunker": parts.chunker.name,
-        "retriever": parts.retriever.name,
-        # a run that embeds nothing (BM25, a chunker without a model) names no model
-        "embedding": f"{getattr(parts.encoder, 'backend', '')}/{getattr(parts.encoder, 'model_name', '')}" if parts.embeds else "none",
-    }
+    known_tags = component_tags(parts)  # tags known so far, set on a FAILED run too
     try:
-        if parts.embeds and hasattr(parts.encoder, "run_tags"):  # e.g. embedding.precision as resolved here
-            known_tags.update(parts.encoder.run_tags())
+        known_tags.update(encoder_tags(parts))
         known_tags.update(dataset_tags(dataset))
         # the first block the model embeds waits for the worker (a skip stops the job there);
         # with every vector cached the job goes on and learns about a skip at the latest when it logs
@@ -190,6 +196,24 @@ def execute(cfg: DictConfig) -> dict:
         run_id = log_run(tracker, run, settings, parts, dataset, ev, known_tags, timings, t_start)
     _print_summary(run.run_name, run.experiment, run.tracking_uri, run_id, ev, timings["total"], settings.metrics.objective, run.report)
     return {"run_id": run_id, "metrics": ev.metrics, "evaluation": ev, "objective": ev.metrics[settings.metrics.objective]}
+
+
+def component_tags(parts: Components) -> dict[str, object]:
+    """The run tags naming its components: ``chunker`` and ``retriever`` (their ``name``) and
+    ``embedding`` (``<backend>/<model>``, e.g. ``sentence_transformers/all-MiniLM-L6-v2``;
+    ``none`` for a run that embeds nothing: BM25 with a chunker without a model)."""
+    return {
+        "chunker": parts.chunker.name,
+        "retriever": parts.retriever.name,
+        "embedding": f"{parts.encoder.backend}/{parts.encoder.model_name}" if parts.embeds else "none",
+    }
+
+
+def encoder_tags(parts: Components) -> dict[str, str]:
+    """The encoder's own run tags as resolved at run time (:meth:`CachedEncoder.run_tags
+    <harness.embeddings.base.CachedEncoder.run_tags>`, e.g. ``embedding.precision``); ``{}``
+    for a run that embeds nothing."""
+    return parts.encoder.run_tags() if parts.embeds else {}
 
 
 def validate(cfg: DictConfig, timings: dict[str, float]) -> tuple[RunSettings, "Settings", Components, Any]:
@@ -263,8 +287,11 @@ def open_tracking(cfg: DictConfig, run: RunSettings):
     :func:`harness.tracking.tracker.logged_params`, the resolved YAML, the config hash, and
     the tags: package versions, ``chunk_size``/``chunk_overlap``/``chunk_unit``
     (:func:`harness.tracking.tracker.chunking_tags`) and ``harness.purpose`` when
-    ``tracking.purpose`` is set)."""
+    ``tracking.purpose`` is set). Its ``warm`` step, run by the worker once it has answered,
+    imports what the run's figures and report need (:func:`harness.reporting.html.preload`)
+    while the job computes."""
     from harness.experiment import build
+    from harness.reporting.html import preload
     from harness.tracking.callbacks import parent_for_job
     from harness.tracking.tracker import PURPOSE_TAG, artifact_root_for, chunking_tags, flatten, logged_params
     from harness.tracking.worker import Opening
@@ -289,6 +316,7 @@ def open_tracking(cfg: DictConfig, run: RunSettings):
         config_yaml=OmegaConf.to_yaml(cfg, resolve=True),
         start_time=wall_start,
         tags=tags,
+        warm=preload,
     )
 
 
@@ -328,8 +356,7 @@ def check_retriever_depth(retriever, metrics: MetricSettings) -> None:
     Raises:
         ValueError: naming the setting, its value and ``metrics.ks``.
     """
-    for setting in ("depth", "candidates"):
-        value = getattr(retriever, setting, None)
+    for setting, value in (("depth", retriever.depth), ("candidates", retriever.candidates)):
         if is_int(value) and value < max(metrics.ks):
             raise ValueError(
                 f"retriever.{setting}={value} is below the deepest cut-off max(metrics.ks)={max(metrics.ks)}: every query needs at least that many "
@@ -375,7 +402,7 @@ def run_pipeline(cfg: DictConfig, dataset, parts: Components, metrics: MetricSet
         chunk_token_counter=encoder.count_tokens,
         max_seq_length=encoder.max_seq_length if retriever.needs_encoder or chunker.needs_encoder else None,
         token_spans=encoder.token_spans,
-        special_tokens=int(getattr(encoder, "special_tokens", 2)),
+        special_tokens=int(encoder.special_tokens),
         chunk_cache=Cache(cache_root).chunks if cache_root else None,
         chunker_config=build.chunk_key_config(cfg, encoder),  # escapes decoded: keyed by what the chunker does
         compressor=parts.compressor,
@@ -526,15 +553,12 @@ def metric_groups(ev, parts: Components, report, settings: Settings, cis: dict[s
         ({f"chunks.{k}": v for k, v in ev.chunk_stats.items()}, 0),
         (dict(getattr(ev, "ties", {})), 0),  # ties.crossing_at_<k>: queries whose top-k set the tie rule decides
     ]
-    if hasattr(encoder, "run_metrics"):  # embedding.*: texts embedded, cache hits, over the window (+ tokens, cost for APIs)
-        groups.append((encoder.run_metrics(), 0))
+    groups.append((encoder.run_metrics(), 0))  # embedding.*: texts embedded, cache hits, over the window (+ tokens, cost for APIs)
     if report is not None:  # every dropped-record count, e.g. dataset.queries_without_evidence (0 when none)
         dropped = {"skipped_files": 0, "queries_without_evidence": 0, **report.counts}
         groups.append(({f"dataset.{k}": v for k, v in dropped.items()}, 0))
-    if hasattr(parts.chunker, "stats"):  # strategy counters, e.g. llm.calls / llm.rejected_replies
-        groups.append((parts.chunker.stats(), 0))
-    if hasattr(parts.retriever, "stats"):  # retriever counters, e.g. rerank.pairs_scored / rerank.pairs_over_limit
-        groups.append((parts.retriever.stats(), 0))
+    groups.append((parts.chunker.stats(), 0))  # strategy counters, e.g. llm.calls / llm.rejected_replies ({} for most)
+    groups.append((parts.retriever.stats(), 0))  # retriever counters, e.g. rerank.pairs_scored / rerank.pairs_over_limit
     if settings.stats.bootstrap > 0:
         groups.append((confidence_intervals(ev, settings.stats) if cis is None else cis, 0))
     groups += [({"recall_curve": ev.metrics[f"recall@{k}"]}, k) for k in settings.metrics.ks]  # one series against step=k
@@ -622,12 +646,17 @@ def chunk_sample(chunks, n: int = SAMPLE_CHUNKS, seed: int = 0) -> str:
 
 
 def _log_figures(tracker, ev, ks, encoder, title: str) -> None:
-    """Log ``chunk_sizes.png`` + ``chunk_sizes.json`` and ``recall_at_k.png`` (drawn by the
-    tracker, see :meth:`harness.tracking.tracker.Tracker.log_run_figures`)."""
+    """Log ``chunk_sizes.png`` + ``chunk_sizes.json`` and ``recall_at_k.png``, drawn by
+    :func:`harness.reporting.charts.run_figures` (handed to the tracker, which runs it in the
+    tracking worker: :meth:`harness.tracking.tracker.Tracker.log_rendered`)."""
+    import functools
+
+    from harness.reporting.charts import run_figures
+
     chars = [c.n_chars for c in ev.chunks]
     tokens = ev.chunk_tokens if ev.chunk_tokens is not None else (encoder.count_tokens([c.text for c in ev.chunks]) if ev.chunks else [])
     metrics = {k: float(v) for k, v in ev.metrics.items() if isinstance(v, (int, float))}
-    tracker.log_run_figures(chars, [int(t) for t in tokens], encoder.max_seq_length, metrics, list(ks), title)
+    tracker.log_rendered(functools.partial(run_figures, chars, [int(t) for t in tokens], encoder.max_seq_length, metrics, list(ks), title))
 
 
 def _skipped(finished: dict, objective: str, run: RunSettings) -> dict:

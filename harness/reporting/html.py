@@ -25,15 +25,22 @@ SWEEP_COLUMNS = ("recall@5", "precision@5", "iou@5", "context_precision@5", "ndc
 
 
 def preload() -> None:
-    """Import jinja2 and matplotlib's SVG canvas now (a second or more on a busy machine, once
-    per process), e.g. in the tracking worker while the job computes; the modules stay for the
-    process (:func:`harness.runtime.long_lived`)."""
+    """Import jinja2 and matplotlib's figure module with its PNG and SVG canvases now (a
+    second or more on a busy machine, once per process; :func:`harness.reporting.charts.preload`),
+    e.g. in the tracking worker while the job computes (a run hands this function to the
+    worker as its ``warm`` step); the modules stay for the process
+    (:func:`harness.runtime.long_lived`)."""
     from harness.runtime import long_lived
 
+    charts.preload()
     with long_lived("jinja2"):
         import jinja2  # noqa: F401
-        import matplotlib.backends.backend_svg  # noqa: F401
-        import matplotlib.figure  # noqa: F401
+
+
+def run_report_artifact(view: RunView, artifact_file: str = "report.html") -> dict[str, str]:
+    """``{artifact_file: the page of}`` :func:`run_report` of ``view``: what a run hands its
+    tracker to log (in a job, rendered in the tracking worker, off the job's critical path)."""
+    return {artifact_file: run_report(view)}
 
 
 def _environment():

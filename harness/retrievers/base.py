@@ -16,10 +16,17 @@ class Retriever(ABC):
     Attributes:
         name: retriever name used in run names.
         needs_encoder: True when the builder must pass the shared encoder as ``encoder=``.
+        depth: candidates per side a fusing retriever fetches (``retriever.depth`` of
+            hybrid), an integer >= 1, or None (no such setting, or ``max(k, default)``).
+        candidates: first-stage results a reranking retriever re-scores per query
+            (``retriever.candidates`` of rerank), an integer >= 1, or None (as ``depth``).
+            A run refuses either below ``max(metrics.ks)`` before it loads any data.
     """
 
     name: str = "base"
     needs_encoder: bool = False
+    depth: int | None = None
+    candidates: int | None = None
 
     def __init_subclass__(cls, **kwargs) -> None:
         """Every ``search`` a subclass defines returns through :func:`check_scores`, so no
@@ -75,6 +82,12 @@ class Retriever(ABC):
             NonFiniteError: a score is NaN, infinite or not a number (checked for every
                 subclass by :func:`check_scores`, wrapped around its ``search``).
         """
+
+    def stats(self) -> dict[str, float]:
+        """The retriever's own counters, logged with the run's metrics at step 0
+        (``{name: value}``, e.g. ``rerank.pairs_scored``, ``retriever.ann_recall_at_10``).
+        Default: none (``{}``)."""
+        return {}
 
     def keep_top(self, query_id: str, candidates: Mapping[str, float], k: int) -> dict[str, float]:
         """The first ``k`` of ``candidates`` (``{chunk_id: score}``) in ranking order, and

@@ -391,7 +391,7 @@ class RerankRetriever(Retriever):
         """Counters of this retriever's reranking (``rerank.*`` metrics): pairs scored by the
         model, pairs read from the score cache, distinct pairs over the input limit; then the
         first stage's own (``retriever.ann_*`` of a FAISS first stage with an approximate index)."""
-        first = self.first_stage.stats() if hasattr(self.first_stage, "stats") else {}
+        first = self.first_stage.stats()
         return {
             "rerank.pairs_scored": float(self.n_scored),
             "rerank.cache_hits": float(self.n_cache_hits),
@@ -437,7 +437,7 @@ def _build_first_stage(first_stage: str | Mapping[str, Any], encoder) -> Retriev
         close = difflib.get_close_matches(unknown[0], accepted, n=1)
         hint = f" (did you mean {close[0]!r}?)" if close else ""
         raise ValueError(f"retriever.first_stage.{unknown[0]} is not a setting of {target} (its settings: {', '.join(accepted) or 'none'}){hint}")
-    if getattr(cls, "needs_encoder", False):
+    if cls.needs_encoder:
         params["encoder"] = encoder
     try:
         return cls(**params)

@@ -9,6 +9,8 @@ back (:mod:`.runs`: the experiment name of a config, searching an experiment's r
 value of a run with ``run_metrics``, loading a run's per-query results, adding tags and
 metrics to a finished run).
 
-May import: :mod:`harness.evaluation` (metric keys, figures), :mod:`harness.types` and
-MLflow. Never imports the experiment layer or a command.
+May import: :mod:`harness.evaluation` (metric keys, statistics), :mod:`harness.types` and
+MLflow. Never imports the experiment layer or a command, and renders nothing: figures and
+pages come from :mod:`harness.reporting` through the caller (bytes, or a rendering step
+for :meth:`.tracker.Tracker.log_rendered`; the sweep callback's renderers are configured).
 """

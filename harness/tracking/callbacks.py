@@ -528,6 +528,8 @@ def finish_sweep(
     report: bool = True,
     on_summary: Callable[..., None] | None = None,
     top_settings=None,
+    objective_png: Callable[..., bytes] | None = None,
+    report_page: Callable[..., str] | None = None,
 ) -> dict[str, int]:
     """Summarise a sweep on its parent run and close it with ``status``.
 
@@ -556,6 +558,15 @@ def finish_sweep(
             them (:func:`summary_text`).
         top_settings: the :class:`harness.evaluation.stats.TopSetSettings` of the top set
             (``tracking.top_set``; default ones when None).
+        objective_png: draws ``sweep_objective.png``: called as ``objective_png(labels,
+            values, objective, best, notes, title)`` (one bar per job), returns PNG bytes
+            (:func:`harness.reporting.charts.objective_png`); None: no figure.
+        report_page: renders the sweep report: called as ``report_page(tracking_uri,
+            parent_run_id, top_settings)``, returns the page
+            (:func:`harness.experiment.report.sweep_report_page`); None: no report.
+
+    Tracking renders nothing itself: the two renderers are handed in (by
+    :class:`SweepRunCallback`, from its Hydra config).
 
     Returns:
         Job counts by status: ``{"FINISHED": n, "FAILED": n, "KILLED": n, "SKIPPED": n, "BUSY": n, "INVALID": n}``.
@@ -626,18 +637,14 @@ def finish_sweep(
                     on_summary(frame, None if best is None else int(best), top)
             tracker.log_dataframe_csv(frame, "sweep_summary.csv")
             tracker.log_table(frame, "sweep_summary.json")
-            from harness.evaluation.plots import objective_figure
-
-            with tempfile.TemporaryDirectory() as tmp:
-                png = Path(tmp) / "sweep_objective.png"
+            if objective_png is not None:
                 labels = [f"{j} {n}" for j, n in zip(frame["job"], frame["run_name"])]
                 values = [float(v) if s in ("FINISHED", "SKIPPED") else math.nan for v, s in zip(frame[key], frame["status"])]
                 notes = ["" if s in ("FINISHED", "SKIPPED") else s for s in frame["status"]]
                 title = f"{parent.info.run_name}: {objective} per job"
-                objective_figure(labels, values, objective, png, best=None if best is None else int(best), notes=notes, title=title)
-                tracker.log_file(png)
-        if report and rows:
-            log_sweep_report(tracker, parent_run_id, top_settings)
+                tracker.log_bytes(objective_png(labels, values, objective, None if best is None else int(best), notes, title), "sweep_objective.png")
+        if report and rows and report_page is not None:
+            log_sweep_report(tracker, parent_run_id, report_page, top_settings)
     except Exception as exc:  # noqa: BLE001 - the parent must be closed whatever happens
         try:
             tracker.set_tags({"sweep.summary_error": f"{type(exc).__name__}: {exc}"[:MAX_TAG_VALUE]})
@@ -647,34 +654,23 @@ def finish_sweep(
     return counts
 
 
-def log_sweep_report(tracker, parent_run_id: str, top_settings=None) -> None:
-    """Log the sweep's HTML report as ``report.html`` on its parent run (job table, charts,
-    the top set with its tie-breakers, the best job against the baseline of
-    :func:`harness.reporting.sweep.choose_baseline`; see :mod:`harness.reporting.sweep`). A failure
-    is recorded as the tag ``sweep.report_error`` and never fails the sweep."""
+def log_sweep_report(tracker, parent_run_id: str, report_page: Callable[..., str], top_settings=None) -> None:
+    """Log the sweep's HTML report, ``report_page(tracking_uri, parent_run_id, top_settings)``
+    (see :func:`finish_sweep`), as ``report.html`` on its parent run. A failure is recorded
+    as the tag ``sweep.report_error`` and never fails the sweep."""
     from harness.tracking.tracker import MAX_TAG_VALUE
 
     try:
-        from harness.reporting.html import sweep_report
-        from harness.reporting.sweep import build_sweep_view
-        from harness.tracking.runs import artifact_text, load_run, metric_values, report_link, sweep_jobs
-
-        uri = tracker.tracking_uri
-        parent, jobs = sweep_jobs(uri, parent_run_id)
         previous = os.environ.get("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR")
         os.environ["MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR"] = "false"  # no download bars at the end of the sweep's output
         try:
-            with tempfile.TemporaryDirectory() as tmp:
-                view = build_sweep_view(
-                    parent, jobs, lambda r: metric_values(r, uri), lambda rid: load_run(uri, rid, tmp), lambda r: report_link(uri, r), top_settings=top_settings
-                )
-            best_report = artifact_text(uri, view.best, "report.html") if view.best else None  # shown inside the sweep's page
+            page = report_page(tracker.tracking_uri, parent_run_id, top_settings)
         finally:
             if previous is None:
                 os.environ.pop("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", None)
             else:
                 os.environ["MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR"] = previous
-        tracker.log_text(sweep_report(view, best_report), "report.html")
+        tracker.log_text(page, "report.html")
     except Exception as exc:  # noqa: BLE001 - the report is an extra: the sweep's result stands without it
         tracker.set_tags({"sweep.report_error": f"{type(exc).__name__}: {exc}"[:MAX_TAG_VALUE]})
 
@@ -944,9 +940,17 @@ class SweepRunCallback(Callback):
 
     Single runs (no ``-m``) are left alone: they have no parent. Picklable (launchers ship
     callbacks to their workers): only the main process holds the tracker and the parent.
+
+    Args:
+        objective_png: draws the parent's ``sweep_objective.png`` (see :func:`finish_sweep`);
+            ``conf/config.yaml`` gives :func:`harness.reporting.charts.objective_png`.
+        report_page: renders the parent's ``report.html`` (see :func:`finish_sweep`);
+            ``conf/config.yaml`` gives :func:`harness.experiment.report.sweep_report_page`.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, objective_png: Callable[..., bytes] | None = None, report_page: Callable[..., str] | None = None) -> None:
+        self._objective_png = objective_png
+        self._report_page = report_page
         self._tracker = None
         self._parent: str | None = None
         self._objective = "recall@5"
@@ -964,6 +968,8 @@ class SweepRunCallback(Callback):
             "_previous": {},
             "_report": self._report,
             "_top_settings": self._top_settings,
+            "_objective_png": self._objective_png,
+            "_report_page": self._report_page,
         }
 
     # ------------------------------------------------------------------ Hydra hooks
@@ -1084,6 +1090,8 @@ class SweepRunCallback(Callback):
                 report=self._report,
                 on_summary=lambda frame, best, top: tables.append(summary_text(frame, best, objective, top=top)),
                 top_settings=self._top_settings,
+                objective_png=self._objective_png,
+                report_page=self._report_page,
             )
         done = ", ".join(f"{n} {s.lower()}" for s, n in counts.items() if n)
         if tables:

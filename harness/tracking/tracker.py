@@ -58,7 +58,7 @@ import threading
 import time
 import traceback
 from pathlib import Path
-from typing import Any, Iterable, Iterator, Mapping
+from typing import Any, Callable, Iterable, Iterator, Mapping
 
 from harness.tracking.keys import metric_keys
 
@@ -602,34 +602,27 @@ class Tracker:
         """Store a local file as an artifact."""
         self.client.log_artifact(self.run_id, str(path), artifact_path)
 
-    def log_run_figures(self, chars: list[int], tokens: list[int], max_seq_length: int | None, metrics: Mapping[str, float], ks: list[int], title: str) -> None:
-        """Draw and store a run's figures: ``chunk_sizes.png`` + ``chunk_sizes.json``
-        (histograms of ``chars`` and model ``tokens`` per chunk, the model window
-        ``max_seq_length`` marked) and ``recall_at_k.png`` (``metrics`` such as
-        ``recall@5`` against ``ks``); see :mod:`harness.evaluation.plots`. A method of the tracker so
-        that the tracking worker draws them (matplotlib is imported there, off the job's
-        critical path)."""
-        from harness.evaluation.plots import chunk_size_figure, rank_curve_figure
+    def log_rendered(self, render: Callable[[], Mapping[str, bytes | str]], seconds_metric: str | None = None) -> None:
+        """Store what ``render()`` returns, ``{artifact_file: bytes or text}``, in its order.
 
-        with tempfile.TemporaryDirectory() as tmp:
-            sizes = chunk_size_figure(chars, Path(tmp) / "chunk_sizes.png", tokens=tokens, max_seq_length=max_seq_length, title=title)
-            rank_curve_figure(dict(metrics), ks, Path(tmp) / "recall_at_k.png", title=title)
-            self.log_file(Path(tmp) / "chunk_sizes.png")
-            self.log_file(Path(tmp) / "recall_at_k.png")
-        self.log_text(json.dumps(sizes, indent=2, sort_keys=True, default=float), "chunk_sizes.json")
+        The tracker draws nothing itself: the caller hands it the rendering step (a
+        module-level function or a ``functools.partial`` of one, so that it pickles by
+        reference; e.g. :func:`harness.reporting.charts.run_figures`). Through the tracking
+        worker it runs in the worker's process, off the job's critical path.
 
-    def log_run_report(self, view, artifact_file: str = "report.html") -> None:
-        """Render a run's HTML report (:func:`harness.reporting.html.run_report` of ``view``, a
-        :class:`harness.reporting.model.RunView`) and store it as ``artifact_file``; the
-        seconds it took are logged as ``time.report_render_s``. A method of the tracker so
-        that the tracking worker renders it (matplotlib and jinja2 are imported there while
-        the job computes)."""
-        from harness.reporting.html import run_report
-
+        Args:
+            render: called once, without arguments.
+            seconds_metric: when given, the seconds ``render`` and the writes took are
+                logged as this metric (e.g. ``time.report_render_s``).
+        """
         t0 = time.perf_counter()
-        html = run_report(view)
-        self.log_text(html, artifact_file)
-        self.log_metrics({"time.report_render_s": time.perf_counter() - t0})
+        for artifact_file, data in render().items():
+            if isinstance(data, str):
+                self.log_text(data, artifact_file)
+            else:
+                self.log_bytes(data, artifact_file)
+        if seconds_metric:
+            self.log_metrics({seconds_metric: time.perf_counter() - t0})
 
     def log_dataframe_csv(self, df, artifact_file: str) -> None:
         """Store a pandas DataFrame as a CSV artifact."""

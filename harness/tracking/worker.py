@@ -60,8 +60,7 @@ CALLS = frozenset(
         "log_dataframe_csv",
         "log_table",
         "log_dataset",
-        "log_run_figures",
-        "log_run_report",
+        "log_rendered",
     }
 )
 #: Seconds the job's process waits at exit for the worker to finish its last writes.
@@ -368,7 +367,10 @@ class Opening:
     Args:
         **request: the ``open`` request's fields (see :func:`_open`); the job's ``MLFLOW_*``
             environment variables are added as ``env`` and this process as ``owner`` (the
-            run's ``harness.host``/``harness.pid``/``harness.pid_start`` tags).
+            run's ``harness.host``/``harness.pid``/``harness.pid_start`` tags). An optional
+            ``warm`` (a callable without arguments, pickled by reference) is run by the
+            worker once, after its first answer, while the job computes (e.g. the imports
+            the run's figures need); its errors are ignored.
 
     The job polls with :meth:`check`, blocks with :meth:`wait` and collects the run with
     :meth:`result`. :attr:`waited` is the time in seconds the job spent blocked in them.
@@ -618,6 +620,7 @@ def serve(fd: int) -> int:
             op, kwargs = conn.recv()
         except (EOFError, OSError):
             break
+        warm = kwargs.pop("warm", None) if op == "open" else None
         try:
             reply = ("ok", _handle(state, op, kwargs))
         except Exception as exc:  # noqa: BLE001 - every error goes back to the job
@@ -626,15 +629,10 @@ def serve(fd: int) -> int:
             conn.send(reply)
         except (OSError, EOFError):
             break
-        if op == "open" and not state.get("preloaded"):
-            state["preloaded"] = True  # the job now embeds for a while: import what its figures need
+        if warm is not None and not state.get("preloaded"):
+            state["preloaded"] = True  # the job now embeds for a while: run its warm step (e.g. import what its figures need)
             with contextlib.suppress(Exception):
-                from harness.evaluation.plots import preload
-
-                preload()
-                from harness.reporting.html import preload as preload_report
-
-                preload_report()
+                warm()
     if state["open"] is not None:  # the job's process ended (or was killed) with its run open
         with contextlib.suppress(Exception):
             state["open"].record_failure("KILLED", "the job's process ended without closing its run", "")

@@ -409,11 +409,17 @@ def test_queries_whose_tie_crosses_a_cutoff_are_counted():
 
     from harness.experiment.run import Components, metric_groups, prepare, ties_warning
 
-    class Counters:
+    class Counters:  # the encoder's counters a run logs (no model: BM25 embeds nothing)
         n_encoded = n_cache_hits = 0
 
+        def run_metrics(self):
+            return {}
+
     groups = metric_groups(
-        ev, Components(Counters(), object(), object(), None, None), None, prepare(compose(["retriever=bm25", "metrics.ks=[1,2,4,5]", "stats.bootstrap=0"]))
+        ev,
+        Components(Counters(), TwinChunker(), BM25Retriever(), None, None),
+        None,
+        prepare(compose(["retriever=bm25", "metrics.ks=[1,2,4,5]", "stats.bootstrap=0"])),
     )
     logged = {name: v for values, step in groups if step == 0 for name, v in values.items()}
     assert {name: logged[name] for name in ev.ties} == ev.ties

@@ -62,9 +62,11 @@ def store(tmp_path_factory):
     for job, size in enumerate(SIZES, 1):
         client.set_tag(results[size]["run_id"], PARENT_TAG, parent)
         client.set_tag(results[size]["run_id"], JOB_TAG, str(job))
+    from harness.experiment.report import sweep_report_page
+    from harness.reporting.charts import objective_png
     from harness.tracking.callbacks import finish_sweep
 
-    finish_sweep(tracker, parent, "FINISHED", "recall@5")
+    finish_sweep(tracker, parent, "FINISHED", "recall@5", objective_png=objective_png, report_page=sweep_report_page)
     out = root / "downloads"
     arts = {size: Path(client.download_artifacts(results[size]["run_id"], "", str(out / str(size)))) for size in SIZES}
     arts["parent"] = Path(client.download_artifacts(parent, "", str(out / "parent")))

@@ -11,6 +11,7 @@ import pandas as pd
 import pytest
 from conftest import PROJECT_ROOT, compose
 
+from harness.chunkers.base import Chunker
 from harness.experiment.build import build_retriever, config_hash, run_name
 from harness.experiment.pipeline import Evaluation
 from harness.experiment.run import Components, metric_groups, prepare
@@ -29,6 +30,16 @@ class TableEncoder:
 
     def encode(self, texts, desc="", role="document"):
         return np.stack([self.table[t] for t in texts]).astype(np.float32)
+
+    def run_metrics(self):
+        return {}  # no embedding.* counters of its own
+
+
+class PlainChunker(Chunker):
+    """A strategy with no counters of its own (the base's ``stats()``)."""
+
+    def chunk(self, doc):
+        return [Chunk.from_spans(doc, [(0, len(doc.text))])]
 
 
 def _unit(rng, n):
@@ -188,6 +199,6 @@ def test_a_run_logs_the_index_numbers_with_its_metrics(corpus):
     settings = prepare(compose(["retriever.index=hnsw"]))
     ev = Evaluation(metrics={f"recall@{k}": 0.0 for k in settings.metrics.ks}, per_query=pd.DataFrame(), chunks=chunks, run={})
     enc.n_encoded = enc.n_cache_hits = 0
-    groups = metric_groups(ev, Components(enc, object(), r, None, None), None, settings)
+    groups = metric_groups(ev, Components(enc, PlainChunker(), r, None, None), None, settings)
     logged = {k: v for metrics, step in groups for k, v in metrics.items() if step == 0}
     assert {k: logged[k] for k in r.stats()} == r.stats() and logged["retriever.ann_recall_at_10"] == _recall(r.search(queries, k=10), corpus, 10)

@@ -26,8 +26,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from omegaconf import OmegaConf
 
-from harness.evaluation.plots import chunk_size_figure, histogram, rank_curve_figure
 from harness.experiment.run import chunk_sample, execute
+from harness.reporting.charts import chunk_size_figure, histogram, rank_curve_figure
 from harness.tracking.callbacks import PARENT_FILE, count_jobs, sweep_name
 from harness.tracking.tracker import HOST_TAG, JOB_TAG, PARENT_TAG, PID_START_TAG, PID_TAG, STALE_TAG, SWEEP_TAG, Tracker
 
