@@ -1,4 +1,4 @@
-"""``harness compare`` (also ``python -m harness.compare``): list runs, or compare runs query by query.
+"""``harness compare``: list runs, or compare runs query by query.
 
 ``harness compare`` lists the experiment's runs (best recall@5 first); ``harness compare
 RUN_A RUN_B ...`` pairs their per-query results with paired tests. The library is
@@ -91,7 +91,7 @@ def _list_main(args) -> int:
 
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
-        prog="python -m harness.compare",
+        prog="harness compare",
         description=(
             "Without run ids: list an experiment's runs as a table. "
             "With two or more run ids: paired comparison on the same queries; the first run is the baseline."

@@ -197,7 +197,7 @@ def audit_labels(path: str, fmt: str | None = None, split: str = "test", k: int 
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m harness.datasets", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(prog="harness datasets", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = parser.add_subparsers(dest="command", required=True)
     v = sub.add_parser("validate", help="check every evidence span of a dataset")
     v.add_argument("path")

@@ -15,7 +15,7 @@ import pytest
 from conftest import _SESSION_CACHE, PROJECT_ROOT, compose
 from llm_servers import INVALID, FakeLLM, llama, user_message  # noqa: F401  (llama is a fixture)
 
-from harness.cli.generate import run
+from harness.studies.generate import run
 from harness.datasets.generate import (
     REJECT_REASONS,
     Rejected,
@@ -205,7 +205,7 @@ def test_scripted_replies_are_counted_by_reason_and_the_dataset_is_scored(kestre
 
 def _cli(args, cwd=PROJECT_ROOT):
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
-    return subprocess.run([sys.executable, "-m", "harness.generate", *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=600)
+    return subprocess.run([sys.executable, "-m", "harness", "generate", *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=600)
 
 
 @pytest.mark.slow

@@ -313,7 +313,7 @@ def test_validate_reports_a_file_that_is_not_utf8(tmp_path, case, fmt):
     make, _, _ = LOADERS[case]
     root, bad, offset, line = make(tmp_path)
     proc = subprocess.run(
-        [sys.executable, "-m", "harness.datasets", "validate", str(root), "--format", fmt],
+        [sys.executable, "-m", "harness", "datasets", "validate", str(root), "--format", fmt],
         capture_output=True,
         text=True,
         cwd=PROJECT_ROOT,

@@ -54,7 +54,7 @@ def server(tmp_path_factory):
     SIGTERM (as a service manager would); it must exit 0 and leave no server process behind."""
     root = tmp_path_factory.mktemp("server")
     proc = subprocess.Popen(
-        [sys.executable, "-m", "harness.server", "--port", "0", "--root", str(root)],
+        [sys.executable, "-m", "harness", "server", "--port", "0", "--root", str(root)],
         cwd=PROJECT_ROOT,
         env=_env(),
         stdout=subprocess.PIPE,
