@@ -240,7 +240,7 @@ def chunker_code_fingerprint() -> str:
 
 
 def _package_versions(names: Sequence[str]) -> dict[str, str]:
-    from harness.tracking.tracker import package_versions
+    from harness.runtime import package_versions
 
     return package_versions(names)
 

@@ -58,7 +58,7 @@ from typing import Any, Mapping
 
 from harness.chunkers.base import MIN_TOKEN_LIMIT, Chunker, check_read, fit_prefix, measure
 from harness.chunkers.recursive import RecursiveChunker
-from harness.text.blocks import SizeLimit, extension, is_source_code, markdown_blocks, split_lines, split_region, stripped
+from harness.text.blocks import CAPTION, SizeLimit, extension, is_source_code, markdown_blocks, split_lines, split_region, stripped
 from harness.text.units import get_counter, strip_span
 from harness.types import Chunk, Document, Span, make_chunk_id
 
@@ -72,9 +72,6 @@ DEFAULT_TEXT_CHUNKER: dict[str, Any] = {
 }
 
 OVERSIZE_TABLES = ("split", "keep")
-
-#: A caption line: "Table 2: ...", "Fig. 3 - ...", "Figure 1. ..." (case-insensitive).
-CAPTION = re.compile(r"^\s*(?:table|tab\.|figure|fig\.)\s*\d+[a-z]?\s*[:.\-\u2013\u2014]?\s", re.IGNORECASE)
 
 _DELIMITER_ROW = re.compile(r"^\s*\|?\s*:?-+:?\s*(\|\s*:?-+:?\s*)*\|?\s*$")
 
