@@ -1,4 +1,4 @@
-"""Release gate ``python -m harness.check``: the non-inferiority statistics, gate-file and
+"""Release gate ``harness check``: the non-inferiority statistics, gate-file and
 baseline validation, and real gate runs (MiniLM + FAISS and BM25 on kestrel_kb) logged to
 MLflow SQLite stores under temporary folders. The committed baseline is only ever read."""
 
