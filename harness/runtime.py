@@ -104,6 +104,26 @@ def fast_bf16_cpu() -> bool:
     return "amx_bf16" in flags and "amx_tile" in flags
 
 
+def package_versions(names) -> dict[str, str]:
+    """Installed version of each distribution name (``"missing"`` when absent), for provenance.
+
+    Args:
+        names: distribution names as pip knows them (``"faiss-cpu"``, ``"rank-bm25"``).
+
+    Returns:
+        name -> version string (``importlib.metadata.version``), in the order given.
+    """
+    from importlib import metadata
+
+    out = {}
+    for name in names:
+        try:
+            out[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            out[name] = "missing"
+    return out
+
+
 def resolve_precision(precision: str, device: str = "cpu") -> str:
     """The precision an embedding model runs at: ``fp32`` or ``bf16``.
 

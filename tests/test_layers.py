@@ -1,7 +1,12 @@
-"""The import rules between the layers of ``harness/`` (``harness/__init__.py`` states them),
-checked on the source with :mod:`ast`: every ``import`` statement counts, also those inside
-functions (the project imports heavy libraries lazily, so a rule checked only at module
-level would miss most of them)."""
+"""The import rules between the layers of ``harness/`` (``harness/__init__.py`` and
+``docs/architecture.md`` state them), checked on the source of every module with :mod:`ast`:
+every ``import`` statement counts, also those inside functions (the project imports heavy
+libraries lazily, so a rule checked only at module level would miss most of them).
+
+The rule: ``cli → studies → experiment → components → {text, runtime} → params → types``; a component
+imports another component only along an edge of :data:`COMPONENT_IMPORTS`; only
+``experiment/build.py`` instantiates from config; Hydra and OmegaConf stay in the layers that
+see configs (cli, studies, experiment) and no module reaches into Hydra's private modules."""
 
 from __future__ import annotations
 
@@ -120,3 +125,196 @@ def test_one_module_draws_every_figure():
     drawing functions; no other module draws (imports matplotlib)."""
     drawing = sorted(str(p.relative_to(PROJECT_ROOT)) for p in _sources() for _, name in imports_of(p) if _under(name, "matplotlib"))
     assert set(drawing) == {"harness/reporting/charts.py"}
+
+
+# ------------------------------------------------------------------ every package, one rule
+
+#: Rank of every layer: a module imports only layers of lower rank, and its own package.
+#: The top-level modules sit with the layer they belong to: ``__main__.py`` and ``run.py``
+#: (the ``python -m harness`` / ``python -m harness.run`` entry points) with the commands,
+#: ``params.py`` (parameter checks; imports only ``types``) just above ``types``, ``runtime.py`` (process-level helpers: GC pause around heavy imports, torch device and
+#: precision, package versions; it imports nothing of the harness) beside ``text/``.
+LAYERS: dict[str, int] = {
+    "cli": 6,
+    "__main__": 6,
+    "run": 6,
+    "studies": 5,
+    "experiment": 4,
+    **dict.fromkeys(("chunkers", "retrievers", "embeddings", "datasets", "ingest", "evaluation", "reporting", "tracking", "cache", "llm"), 3),
+    "text": 2,
+    "runtime": 2,
+    "params": 1,
+    "types": 0,
+}
+COMPONENT = 3
+#: Top-level modules that belong to a package's layer (they may import that package).
+PART_OF = {"__main__": "cli", "run": "cli"}
+
+#: The imports allowed between components, each with its reason; any other component ->
+#: component import fails :func:`test_every_module_imports_only_the_layers_below_it`.
+COMPONENT_IMPORTS: dict[str, dict[str, str]] = {
+    "chunkers": {"llm": "the agentic strategy asks an LLM where to cut"},
+    "retrievers": {
+        "embeddings": "dense retrieval encodes queries and chunks; shared setting checks and text keys",
+        "cache": "rerank keys its score cache by the model folder's fingerprint",
+    },
+    "embeddings": {"cache": "vectors are cached on disk"},
+    "datasets": {
+        "ingest": "the folder loader extracts PDF/HTML/JSON files through ingest",
+        "llm": "generate asks an LLM for labelled questions",
+    },
+    "ingest": {},
+    "evaluation": {},
+    "reporting": {"evaluation": "the sweep report ranks runs with evaluation's comparison"},
+    "tracking": {
+        "evaluation": "metric keys and per-query tables are logged as evaluation names them",
+    },
+    "cache": {},
+    "llm": {"cache": "replies are cached on disk"},
+}
+
+
+def _layer_of(module: str) -> str | None:
+    """Layer of a ``harness.*`` module name (None for a name outside the package)."""
+    parts = module.split(".")
+    if parts[0] != "harness" or len(parts) == 1:
+        return None
+    return parts[1]
+
+
+def _layer_violations(root: Path = PROJECT_ROOT) -> list[str]:
+    bad = []
+    for path in sorted((root / "harness").rglob("*.py")):
+        rel = path.relative_to(root)
+        own = rel.parts[1].removesuffix(".py")
+        if own == "__init__":
+            continue  # harness/__init__.py: the package docstring, imports nothing
+        if own not in LAYERS:
+            bad.append(f"{rel}: in no layer (add it to LAYERS)")
+            continue
+        for line, name in imports_of(path, root):
+            target = _layer_of(name)
+            if target is None or target == own or target == PART_OF.get(own):
+                continue
+            if target not in LAYERS:
+                continue  # an imported name of harness/__init__.py (none today) or a typo caught by the import itself
+            if LAYERS[target] < LAYERS[own] and not (LAYERS[own] == COMPONENT == LAYERS[target]):
+                continue
+            if LAYERS[own] == COMPONENT == LAYERS[target] and target in COMPONENT_IMPORTS[own]:
+                continue
+            bad.append(f"{rel}:{line} imports {name} ({own} -> {target})")
+    return bad
+
+
+def test_every_module_imports_only_the_layers_below_it():
+    bad = _layer_violations()
+    assert not bad, "imports against cli → studies → experiment → components → {text, runtime} → params → types:\n" + "\n".join(bad)
+
+
+def test_the_layer_map_names_every_package_and_top_level_module():
+    present = {p.name.removesuffix(".py") for p in PACKAGE.iterdir() if (p.is_dir() and (p / "__init__.py").is_file()) or p.suffix == ".py"}
+    assert present - {"__init__"} == set(LAYERS)
+    assert set(COMPONENT_IMPORTS) == {name for name, rank in LAYERS.items() if rank == COMPONENT}
+
+
+def test_component_imports_form_no_cycle():
+    graph = {a: set(b) for a, b in COMPONENT_IMPORTS.items()}
+    done: set[str] = set()
+
+    def visit(node: str, path: tuple[str, ...]) -> None:
+        assert node not in path, "component import cycle: " + " -> ".join((*path, node))
+        if node not in done:
+            for nxt in graph[node]:
+                visit(nxt, (*path, node))
+            done.add(node)
+
+    for node in graph:
+        visit(node, ())
+
+
+def test_the_layer_checker_catches_an_upward_and_an_unlisted_sideways_import(tmp_path):
+    pkg = tmp_path / "harness"
+    for folder, code in {
+        "datasets": "def f():\n    from harness.cli import main\n",  # up two layers, lazily
+        "ingest": "from harness.chunkers.modality import CAPTION\n",  # sideways, not in COMPONENT_IMPORTS
+        "retrievers": "from harness.embeddings.base import check_choice\n",  # sideways, allowed
+        "text": "from harness.types import Span\n",  # down
+    }.items():
+        (pkg / folder).mkdir(parents=True)
+        (pkg / folder / "__init__.py").write_text("")
+        (pkg / folder / "probe.py").write_text(code)
+    (pkg / "stray.py").write_text("")
+    bad = _layer_violations(tmp_path)
+    assert bad == [
+        "harness/datasets/probe.py:2 imports harness.cli (datasets -> cli)",
+        "harness/datasets/probe.py:2 imports harness.cli.main (datasets -> cli)",
+        "harness/ingest/probe.py:1 imports harness.chunkers.modality (ingest -> chunkers)",
+        "harness/ingest/probe.py:1 imports harness.chunkers.modality.CAPTION (ingest -> chunkers)",
+        "harness/stray.py: in no layer (add it to LAYERS)",
+    ]
+
+
+# ------------------------------------------------------------------ config to objects: one place
+
+BUILD = PACKAGE / "experiment" / "build.py"
+#: The layers that see Hydra's DictConfig (everything below them gets plain values).
+CONFIG_LAYERS = ("cli", "studies", "experiment")
+#: Modules below those layers that import Hydra anyway, each with its reason.
+HYDRA_OUTSIDE_CONFIG_LAYERS = {
+    "harness/tracking/callbacks.py": "the sweep callback Hydra calls (a hydra.experimental.callback.Callback), and its override parser",
+}
+#: Imports of Hydra's private modules (``hydra._internal``), each with its reason.
+PRIVATE_HYDRA = {
+    ("harness/cli/run.py", "hydra._internal.utils"): "a run's error is reported as Hydra reports it (run_and_report: Hydra's frames cut from the traceback)",
+    ("harness/tracking/callbacks.py", "hydra._internal.core_plugins.basic_sweeper"): "the sweep plan is checked against the basic sweeper's own job split",
+}
+
+
+def _instantiations(path: Path) -> list[str]:
+    """Lines of ``path`` that instantiate from config: a call of a function named
+    ``instantiate`` (``instantiate(...)``, ``hydra.utils.instantiate(...)``, an alias bound by
+    ``from hydra.utils import instantiate as x``) or an import of it."""
+    tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+    aliases = {"instantiate"}
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("hydra"):
+            for alias in node.names:
+                if alias.name == "instantiate":
+                    aliases.add(alias.asname or alias.name)
+                    found.append(f"{node.lineno}: imports hydra's instantiate")
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call):
+            func = node.func
+            name = func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else None
+            if name in aliases:
+                found.append(f"{node.lineno}: calls {name}")
+    return found
+
+
+def test_only_the_builder_instantiates_from_config():
+    bad = [f"{p.relative_to(PROJECT_ROOT)}:{hit}" for p in _sources() if p != BUILD for hit in _instantiations(p)]
+    assert not bad, "config is turned into objects outside harness/experiment/build.py:\n" + "\n".join(bad)
+    assert _instantiations(BUILD), "build.py no longer instantiates: the check above looks for the wrong thing"
+
+
+def test_the_instantiation_check_sees_aliases_and_attribute_calls(tmp_path):
+    probe = tmp_path / "probe.py"
+    probe.write_text("import hydra\n\ndef f(cfg):\n    from hydra.utils import instantiate as make\n    return make(cfg), hydra.utils.instantiate(cfg)\n")
+    assert _instantiations(probe) == ["4: imports hydra's instantiate", "5: calls make", "5: calls instantiate"]
+
+
+def test_hydra_and_omegaconf_stay_in_the_config_layers():
+    outside = [
+        p for p in _sources() if p.relative_to(PACKAGE).parts[0] not in CONFIG_LAYERS and str(p.relative_to(PROJECT_ROOT)) not in HYDRA_OUTSIDE_CONFIG_LAYERS
+    ]
+    bad = _violations(outside, lambda name: _under(name, "hydra") or _under(name, "omegaconf"))
+    assert not bad, "Hydra or OmegaConf imported below cli/, studies/ and experiment/:\n" + "\n".join(bad)
+    for path in HYDRA_OUTSIDE_CONFIG_LAYERS:  # the exceptions still need it
+        assert any(_under(name, "hydra") for _, name in imports_of(PROJECT_ROOT / path)), path
+
+
+def test_no_private_hydra_api():
+    found = {(str(p.relative_to(PROJECT_ROOT)), name) for p in _sources() for _, name in imports_of(p) if _under(name, "hydra._internal")}
+    modules = {(path, name) for path, name in found if (path, name.rsplit(".", 1)[0]) not in found}  # drop the imported names
+    assert modules == set(PRIVATE_HYDRA), "harness imports a private Hydra module (hydra._internal), or a listed exception is gone"

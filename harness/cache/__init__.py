@@ -46,8 +46,8 @@ file without ``chunks_sha256`` is likewise re-made once and overwritten.
 
 Command line::
 
-    python -m harness.cache info  [--dir DIR]
-    python -m harness.cache clear [--dir DIR] [--kind embeddings|chunks|llm]
+    harness cache info  [--dir DIR]
+    harness cache clear [--dir DIR] [--kind embeddings|chunks|llm]
 
 ``DIR`` defaults to ``<project>/.cache`` (``paths.cache_dir``). SQLite locking needs a
 local file system: on a cluster give each node its own ``cache.dir``.
@@ -240,7 +240,7 @@ def chunker_code_fingerprint() -> str:
 
 
 def _package_versions(names: Sequence[str]) -> dict[str, str]:
-    from harness.tracking.tracker import package_versions
+    from harness.runtime import package_versions
 
     return package_versions(names)
 
@@ -442,7 +442,7 @@ class EmbeddingCache:
         except OSError as err:
             raise OSError(
                 f"embedding cache {self.path} is unreadable ({exc}) and could not be moved aside ({err}); "
-                "delete it or run `python -m harness.cache clear --kind embeddings`"
+                "delete it or run `harness cache clear --kind embeddings`"
             ) from exc
         for suffix in self._SIDE_FILES:  # a hot journal of the damaged file must never meet the fresh one
             side = self.path.with_name(self.path.name + suffix)
@@ -516,7 +516,7 @@ class EmbeddingCache:
                 raise ValueError(
                     f"embedding cache {self.path} holds {recorded}-dimensional vectors written by {writer} under this "
                     f"model key ({model_key[:12]}…) but embedding.model {reader} produces {dim}-dimensional vectors; "
-                    "clear it with `python -m harness.cache clear --kind embeddings`"
+                    "clear it with `harness cache clear --kind embeddings`"
                 )
             keys = list(wanted)
             for i in range(0, len(keys), self._QUERY_BATCH):
@@ -538,7 +538,7 @@ class EmbeddingCache:
                         raise ValueError(
                             f"embedding cache {self.path}: entry {tk[:12]}… holds a {int(d)}-dimensional vector but "
                             f"{writer} recorded {recorded} dimensions for this model key (reader: embedding.model "
-                            f"{reader}); clear it with `python -m harness.cache clear --kind embeddings`"
+                            f"{reader}); clear it with `harness cache clear --kind embeddings`"
                         )
                     out[tk] = np.frombuffer(blob, dtype="<f4").astype(np.float32)
         self.n_damaged += damaged
@@ -598,7 +598,7 @@ class EmbeddingCache:
                     raise ValueError(
                         f"embedding cache {self.path} holds {recorded}-dimensional vectors written by {writer} under "
                         f"this model key ({model_key[:12]}…) but embedding.model {reader} produced {dim}-dimensional "
-                        "vectors; clear it with `python -m harness.cache clear --kind embeddings`"
+                        "vectors; clear it with `harness cache clear --kind embeddings`"
                     )
                 conn.executemany(
                     "INSERT INTO vectors (model_key, text_key, dim, vec, checksum) VALUES (?, ?, ?, ?, ?)"

@@ -35,6 +35,41 @@ ADAPTER_COUNTERS = (
 )
 
 
+def import_class(path: str) -> type:
+    """The class at dotted ``path`` (``"langchain_text_splitters.RecursiveCharacterTextSplitter"``),
+    importing its module: the library class an adapter wraps is named by a setting.
+
+    The longest importable module prefix is imported and the rest read as attributes
+    (``pkg.module.Class.Inner`` works).
+
+    Raises:
+        ImportError: ``path`` is empty or relative, no prefix of it imports, or an attribute
+            is missing (the message names the path and the missing part).
+        TypeError: ``path`` names something that is not a class.
+    """
+    import importlib
+
+    parts = str(path).split(".")
+    if len(parts) < 2 or not all(parts):
+        raise ImportError(f"{path!r} is not a dotted class path")
+    for cut in range(len(parts) - 1, 0, -1):
+        module_name = ".".join(parts[:cut])
+        try:
+            obj = importlib.import_module(module_name)
+        except ModuleNotFoundError as exc:
+            if exc.name and (module_name == exc.name or module_name.startswith(exc.name + ".")):
+                continue  # this prefix is no module: try a shorter one
+            raise ImportError(f"{path!r}: importing {module_name} failed: {exc}") from exc
+        for attr in parts[cut:]:
+            if not hasattr(obj, attr):
+                raise ImportError(f"{path!r}: {getattr(obj, '__name__', obj)!s} has no attribute {attr!r}")
+            obj = getattr(obj, attr)
+        if not isinstance(obj, type):
+            raise TypeError(f"{path!r} is a {type(obj).__name__}, not a class")
+        return obj
+    raise ImportError(f"{path!r}: no module named {parts[0]!r}")
+
+
 def adapter_chunks(
     doc: Document,
     pieces: list[str],

@@ -25,7 +25,9 @@ The extension is taken from ``Document.doc_id`` (file corpora use the file name 
 to ``pdf``/``html``.
 
 Routes map each type to a chunker config (``{"_target_": "harness.chunkers....", **args}``)
-that is instantiated with ``hydra.utils.instantiate`` on first use (one instance per type).
+that is built on first use (one instance per type) by the ``builder`` the run's builder
+passes in (:func:`harness.experiment.build.build_sub_chunker`; this module instantiates
+nothing from config).
 A routed strategy that embeds text gets this chunker's ``encoder``. Routing by detected
 document structure is the "document-specific / content-aware chunking" of e.g.
 LangChain's language- and markdown-aware splitters, combined per document.
@@ -37,7 +39,7 @@ import ast
 import re
 from dataclasses import replace
 from pathlib import PurePosixPath
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
 from harness.chunkers.base import Chunker
 from harness.chunkers.timestamp import DEFAULT_TIMESTAMP_REGEX
@@ -79,6 +81,20 @@ _FAQ_LINE = re.compile(r"^\ufeff?[ \t]*(?:[*_#>\-]+[ \t]*)?Q[ \t]*:", re.MULTILI
 _PIPE_ROW = re.compile(r"^\ufeff?[ \t]*\|.*\|[ \t]*$")
 _ATX_HEADING = re.compile(r"^\ufeff?#{1,6}[ \t]+\S", re.MULTILINE)
 _FENCE = re.compile(r"^\ufeff?[ \t]*(```|~~~)", re.MULTILINE)
+
+
+def require_builder(builder, where: str):
+    """``builder`` when one was given, else ValueError naming ``where`` and how to get one.
+
+    The strategies that nest chunker configs (adaptive, modality) build them only through a
+    builder handed in from outside, so config is turned into objects in one place
+    (:mod:`harness.experiment.build`)."""
+    if builder is None:
+        raise ValueError(
+            f"{where}: no builder for nested chunker configs; build this chunker with harness.experiment.build.build_chunker, "
+            "or pass builder=harness.experiment.build.build_sub_chunker"
+        )
+    return builder
 
 
 def _python_defs(text: str) -> int:
@@ -125,11 +141,15 @@ class AdaptiveChunker(Chunker):
         routes: mapping from every type in :data:`DOC_TYPES` to a chunker config, a mapping
             with ``_target_`` (dotted class path of a :class:`Chunker`) and its constructor
             arguments; ``document`` may be left out (see :data:`OPTIONAL_TYPES`). Default
-            :data:`DEFAULT_ROUTES`. Routes are built lazily with
-            ``hydra.utils.instantiate``; the config file sets ``_recursive_: false`` so
-            Hydra leaves them as plain dicts.
+            :data:`DEFAULT_ROUTES`. Routes are built lazily by ``builder``; the config file
+            sets ``_recursive_: false`` so Hydra leaves them as plain dicts.
         encoder: passed to every routed chunker whose class has ``needs_encoder``; the
             builder passes the run's shared encoder.
+        builder: ``builder(where, config, encoder) -> Chunker`` builds one route
+            (``where`` is ``chunker.routes.<type>``, named in its errors);
+            :func:`harness.experiment.build.build_chunker` passes
+            :func:`~harness.experiment.build.build_sub_chunker` (``needs_builder``). Without
+            one, using a route raises ValueError.
 
     Flags are the conjunction over all routes: ``contiguous`` / ``partitions`` are True only
     when every routed chunker has them; :meth:`size_limit` is the routes' common limit when
@@ -142,13 +162,20 @@ class AdaptiveChunker(Chunker):
     Raises:
         ValueError: ``routes`` misses a type, names an unknown type, or has an entry
             without a string ``_target_``; on first use, a route that does not build a
-            :class:`Chunker`.
+            :class:`Chunker`, or no ``builder`` was given.
     """
 
     name = "adaptive"
     needs_encoder = True
+    #: The builder passes ``builder=`` (its nested-chunker factory) to this strategy.
+    needs_builder = True
 
-    def __init__(self, routes: Mapping[str, Mapping[str, Any]] | None = None, encoder=None) -> None:
+    def __init__(
+        self,
+        routes: Mapping[str, Mapping[str, Any]] | None = None,
+        encoder=None,
+        builder: Callable[[str, Mapping[str, Any], Any], Chunker] | None = None,
+    ) -> None:
         routes = DEFAULT_ROUTES if routes is None else routes
         if not isinstance(routes, Mapping):
             raise ValueError(f"chunker.routes must map each of {list(DOC_TYPES)} to a chunker config, got {routes!r}")
@@ -167,26 +194,21 @@ class AdaptiveChunker(Chunker):
                 raise ValueError(f"chunker.routes.{t} must be a chunker config with a _target_ class path, got {cfg!r}")
         self.routes = {t: dict(routes[t]) for t in DOC_TYPES}
         self.encoder = encoder
+        self.builder = builder
         self._built: dict[str, Chunker] = {}
 
     def route(self, doc_type: str) -> Chunker:
         """The chunker for ``doc_type`` (built on first use).
 
         Raises:
-            ValueError: the route's ``_target_`` cannot be imported or is not a Chunker.
+            ValueError: the route's ``_target_`` cannot be imported or is not a Chunker (the
+                builder's message), or no ``builder`` was given.
         """
         if doc_type not in self._built:
-            from hydra.utils import get_class, instantiate
-
-            cfg = self.routes[doc_type]
-            try:
-                cls = get_class(cfg["_target_"])
-            except Exception as exc:  # hydra wraps ImportError / AttributeError
-                raise ValueError(f"chunker.routes.{doc_type}._target_ {cfg['_target_']!r} cannot be imported: {exc}") from exc
-            extra = {"encoder": self.encoder} if getattr(cls, "needs_encoder", False) else {}
-            built = instantiate({"_convert_": "all", **cfg}, **extra)  # nested args as plain values
+            where = f"chunker.routes.{doc_type}"
+            built = require_builder(self.builder, where)(where, self.routes[doc_type], self.encoder)
             if not isinstance(built, Chunker):
-                raise ValueError(f"chunker.routes.{doc_type}._target_ {cfg['_target_']!r} does not build a harness Chunker")
+                raise ValueError(f"{where}._target_ {self.routes[doc_type]['_target_']!r} does not build a harness Chunker")
             self._built[doc_type] = built
         return self._built[doc_type]
 

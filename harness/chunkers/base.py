@@ -42,6 +42,9 @@ class Chunker(ABC):
         needs_cache_dir: True when the strategy keeps a cache of its own (e.g. LLM replies);
             the builder then passes the run's cache folder (or None) as ``cache_dir=``, kept
             out of the config hash.
+        needs_builder: True when the strategy's config nests other chunker configs (an
+            adaptive route, the modality text stream); the builder then passes
+            :func:`harness.experiment.build.build_sub_chunker` as ``builder=``.
         fetch_multiplier: the run searches ``fetch_multiplier * depth`` indexed chunks per
             query (an integer >= 1) so that :meth:`expand` still fills ``depth`` results
             (``hierarchical``: children of one parent collapse into it). Default 1.
@@ -52,6 +55,7 @@ class Chunker(ABC):
     name: str = "base"
     needs_encoder: bool = False
     needs_cache_dir: bool = False
+    needs_builder: bool = False
     fetch_multiplier: int = 1
     contiguous: bool = True
     partitions: bool = True

@@ -29,7 +29,7 @@ from __future__ import annotations
 import functools
 from typing import Any
 
-from harness.chunkers.adapter import LibraryAdapter
+from harness.chunkers.adapter import LibraryAdapter, import_class
 from harness.params import is_int
 from harness.text.align import Alignment, align, placed
 from harness.types import Chunk, Document, Span
@@ -134,11 +134,9 @@ class ChonkieChunker(LibraryAdapter):
 
     @functools.cached_property
     def _chunker(self):
-        from hydra.utils import get_class
-
         try:
-            cls = get_class(self.chunker)
-        except Exception as exc:  # ImportError, AttributeError, hydra's wrapped errors
+            cls = import_class(self.chunker)
+        except (ImportError, TypeError) as exc:
             raise ValueError(f"chunker.chunker must be an importable class path, {self.chunker!r} is not: {exc}") from exc
         if not (isinstance(cls, type) and callable(getattr(cls, "chunk", None))):
             raise ValueError(f"chunker.chunker must name a chonkie chunker class, got {self.chunker!r}")

@@ -22,7 +22,7 @@ from __future__ import annotations
 import functools
 from typing import Any
 
-from harness.chunkers.adapter import LibraryAdapter
+from harness.chunkers.adapter import LibraryAdapter, import_class
 from harness.text.align import align, placed
 from harness.types import Chunk, Document
 
@@ -36,12 +36,6 @@ LOSSLESS_SPLITTERS = (
     "langchain_text_splitters.RecursiveCharacterTextSplitter",
     "langchain_text_splitters.character.RecursiveCharacterTextSplitter",
 )
-
-
-def _import(path: str):
-    from hydra.utils import get_class
-
-    return get_class(path)
 
 
 class LangChainChunker(LibraryAdapter):
@@ -126,7 +120,7 @@ class LangChainChunker(LibraryAdapter):
         from langchain_text_splitters import TextSplitter
 
         try:
-            cls = _import(self.splitter)
+            cls = import_class(self.splitter)
         except Exception as exc:  # ImportError, AttributeError, hydra's wrapped errors
             raise ValueError(f"chunker.splitter must be an importable class path, {self.splitter!r} is not: {exc}") from exc
         if not (isinstance(cls, type) and issubclass(cls, TextSplitter)):

@@ -54,11 +54,11 @@ from __future__ import annotations
 import csv
 import re
 from dataclasses import dataclass, field
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
 from harness.chunkers.base import MIN_TOKEN_LIMIT, Chunker, check_read, fit_prefix, measure
 from harness.chunkers.recursive import RecursiveChunker
-from harness.text.blocks import SizeLimit, extension, is_source_code, markdown_blocks, split_lines, split_region, stripped
+from harness.text.blocks import CAPTION, SizeLimit, extension, is_source_code, markdown_blocks, split_lines, split_region, stripped
 from harness.text.units import get_counter, strip_span
 from harness.types import Chunk, Document, Span, make_chunk_id
 
@@ -72,9 +72,6 @@ DEFAULT_TEXT_CHUNKER: dict[str, Any] = {
 }
 
 OVERSIZE_TABLES = ("split", "keep")
-
-#: A caption line: "Table 2: ...", "Fig. 3 - ...", "Figure 1. ..." (case-insensitive).
-CAPTION = re.compile(r"^\s*(?:table|tab\.|figure|fig\.)\s*\d+[a-z]?\s*[:.\-\u2013\u2014]?\s", re.IGNORECASE)
 
 _DELIMITER_ROW = re.compile(r"^\s*\|?\s*:?-+:?\s*(\|\s*:?-+:?\s*)*\|?\s*$")
 
@@ -134,8 +131,7 @@ class ModalityChunker(Chunker):
     Args:
         text_chunker: config of the inner strategy for the text stream (a mapping with
             ``_target_``, a :class:`Chunker` class path, and its arguments; built on first
-            use with ``hydra.utils.instantiate``, given this chunker's ``encoder`` when it
-            needs one). Default :data:`DEFAULT_TEXT_CHUNKER`. Its size limit is also the
+            use by ``builder``, given this chunker's ``encoder`` when it needs one). Default :data:`DEFAULT_TEXT_CHUNKER`. Its size limit is also the
             limit for splitting tables and images. Strategies that replace hits at
             retrieval (``hierarchical``'s parents) are refused.
         tables: emit tables as their own chunks (False: tables are text).
@@ -148,6 +144,11 @@ class ModalityChunker(Chunker):
         infer_elements: find tables in documents without ``elements`` metadata
             (:func:`infer_elements`).
         encoder: the run's shared encoder, for an inner strategy that embeds.
+        builder: ``builder(where, config, encoder) -> Chunker`` builds the inner strategy
+            (``where`` is ``chunker.text_chunker``);
+            :func:`harness.experiment.build.build_chunker` passes
+            :func:`~harness.experiment.build.build_sub_chunker` (``needs_builder``). Without
+            one, chunking raises ValueError.
 
     Raises:
         ValueError: a parameter outside its range (named); on first use, an inner config
@@ -157,6 +158,8 @@ class ModalityChunker(Chunker):
 
     name = "modality"
     needs_encoder = True
+    #: The builder passes ``builder=`` (its nested-chunker factory) to this strategy.
+    needs_builder = True
 
     def __init__(
         self,
@@ -167,6 +170,7 @@ class ModalityChunker(Chunker):
         oversize_tables: str = "split",
         infer_elements: bool = True,
         encoder=None,
+        builder: Callable[[str, Mapping[str, Any], Any], Chunker] | None = None,
     ) -> None:
         cfg = DEFAULT_TEXT_CHUNKER if text_chunker is None else text_chunker
         if not isinstance(cfg, Mapping) or not isinstance(cfg.get("_target_"), str):
@@ -184,6 +188,7 @@ class ModalityChunker(Chunker):
         self.oversize_tables = oversize_tables
         self.infer_elements = infer_elements
         self.encoder = encoder
+        self.builder = builder
         self._inner: Chunker | None = None
 
     # -- the inner strategy ----------------------------------------------------------------
@@ -193,18 +198,14 @@ class ModalityChunker(Chunker):
 
         Raises:
             ValueError: the config does not import, does not build a Chunker, or builds one
-                that overrides :meth:`Chunker.expand`.
+                that overrides :meth:`Chunker.expand`; no ``builder`` was given.
         """
         if self._inner is None:
-            from hydra.utils import get_class, instantiate
+            from harness.chunkers.adaptive import require_builder
 
             target = self.text_chunker["_target_"]
-            try:
-                cls = get_class(target)
-            except Exception as exc:  # hydra wraps ImportError / AttributeError
-                raise ValueError(f"chunker.text_chunker._target_ {target!r} cannot be imported: {exc}") from exc
-            extra = {"encoder": self.encoder} if getattr(cls, "needs_encoder", False) else {}
-            built = instantiate({"_convert_": "all", **self.text_chunker}, **extra)
+            where = "chunker.text_chunker"
+            built = require_builder(self.builder, where)(where, self.text_chunker, self.encoder)
             if not isinstance(built, Chunker):
                 raise ValueError(f"chunker.text_chunker._target_ {target!r} does not build a harness Chunker")
             if type(built).expand is not Chunker.expand:

@@ -1,11 +1,12 @@
 """Commands: thin entry points that parse arguments and call the library.
 
 Each module here is one command of the console script ``harness <command> ...`` (also
-``python -m harness <command>``, and the older ``python -m harness.<command>`` forms):
+``python -m harness <command>``; ``python -m harness.run`` is kept as the documented entry
+point of a run):
 
 ========  ==========================================================================
 run       one experiment, or a Hydra sweep with ``-m`` (:mod:`harness.experiment.run`)
-compare   list logged runs, or compare runs query by query (:mod:`harness.evaluation.compare`)
+compare   ``compare list``: logged runs; ``compare runs``: runs query by query (:mod:`harness.evaluation.compare`)
 report    HTML report of a run, a sweep, or two runs side by side (:mod:`harness.experiment.report`)
 check     the release gate (:mod:`harness.studies.gate`)
 tune      an Optuna search over chunk settings (:mod:`harness.studies.tune`)

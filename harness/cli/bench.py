@@ -1,4 +1,4 @@
-"""``harness bench`` (also ``python -m harness.bench``): speed benchmarks, ratios measured side by side.
+"""``harness bench``: speed benchmarks, ratios measured side by side.
 
 The library is :mod:`harness.studies.bench` (:func:`~harness.studies.bench.run_benchmarks`).
 """
@@ -18,7 +18,7 @@ from harness.studies.bench import PARTS, run_benchmarks, tables
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Command-line entry point; returns the exit code (0 even when a target fails, 2 for a bad argument)."""
-    parser = argparse.ArgumentParser(prog="python -m harness.bench", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="harness bench", description=__doc__.split("\n\n")[0])
     parser.add_argument("--dataset", default="chroma_general", help="chroma_general, kestrel_kb or a dataset folder (default: %(default)s)")
     parser.add_argument("--out", default="bench.json", help="JSON output file (default: %(default)s)")
     parser.add_argument("--quick", action="store_true", help="sweep BM25 over character chunks instead of FAISS over token chunks; 1 timing repeat")

@@ -1,4 +1,4 @@
-"""``harness cache info|clear`` (also ``python -m harness.cache``): size of the caches, or clear them.
+"""``harness cache info|clear``: size of the caches, or clear them.
 
 The library is :mod:`harness.cache`.
 """
@@ -20,8 +20,8 @@ def _human(n: int) -> str:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """``python -m harness.cache info|clear [--dir DIR] [--kind embeddings|chunks|llm]``."""
-    parser = argparse.ArgumentParser(prog="python -m harness.cache", description="Show the size of or clear the harness caches.")
+    """``harness cache info|clear [--dir DIR] [--kind embeddings|chunks|llm]``."""
+    parser = argparse.ArgumentParser(prog="harness cache", description="Show the size of or clear the harness caches.")
     parser.add_argument("command", choices=("info", "clear"))
     parser.add_argument("--dir", default=str(DEFAULT_CACHE_DIR), help="cache folder (cache.dir; default: %(default)s)")
     parser.add_argument("--kind", choices=KINDS, default=None, help="only this kind of entry (default: all)")

@@ -1,4 +1,4 @@
-"""``harness check`` (also ``python -m harness.check``): the release gate.
+"""``harness check``: the release gate.
 
 Re-runs the candidate settings of a gate file (default ``experiments/gate/kestrel_kb.yaml``)
 and tests them against its baseline; ``--update-baseline`` records a new baseline. Exit 0
@@ -27,7 +27,7 @@ STEP_SUMMARY_ENV = "GITHUB_STEP_SUMMARY"
 
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
-        prog="python -m harness.check",
+        prog="harness check",
         description=(
             "Release gate: run the candidate settings and test every guarded metric for non-inferiority "
             "against the committed baseline. Exit 0 pass, 1 a metric regresses, 2 configuration or data error."

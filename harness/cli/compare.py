@@ -1,7 +1,7 @@
-"""``harness compare`` (also ``python -m harness.compare``): list runs, or compare runs query by query.
+"""``harness compare list|runs``: list runs, or compare runs query by query.
 
-``harness compare`` lists the experiment's runs (best recall@5 first); ``harness compare
-RUN_A RUN_B ...`` pairs their per-query results with paired tests. The library is
+``harness compare list`` lists the experiment's runs (best recall@5 first); ``harness
+compare runs RUN_A RUN_B ...`` pairs their per-query results with paired tests. The library is
 :mod:`harness.evaluation.compare` (tables and tests) over :mod:`harness.tracking.runs`
 (reading the runs).
 """
@@ -46,8 +46,6 @@ def _tracking_uri(given: str | None) -> str:
 
 def _list_main(args) -> int:
     """Listing mode of :func:`main`: 0 ok, 1 tracking store error, 2 bad arguments or unknown experiment."""
-    args.k = 5 if args.k is None else args.k
-    args.format = args.format or "markdown"
     if args.k < 1:
         print(f"error: --k must be >= 1, got {args.k}", file=sys.stderr)
         return 2
@@ -91,22 +89,18 @@ def _list_main(args) -> int:
 
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
-        prog="python -m harness.compare",
+        prog="harness compare",
         description=(
-            "Without run ids: list an experiment's runs as a table. "
-            "With two or more run ids: paired comparison on the same queries; the first run is the baseline."
+            "harness compare list: an experiment's runs as a table. "
+            "harness compare runs RUN_A RUN_B ...: paired comparison on the same queries; the first run is the baseline."
         ),
     )
-    p.add_argument(
-        "runs",
-        nargs="*",
-        metavar="RUN_ID",
-        help="MLflow run ids or unique prefixes (the 8 characters tables show); the first is the baseline (none: list runs)",
-    )
-    p.add_argument("--tracking-uri", default=None, help="MLflow tracking URI (default: $MLFLOW_TRACKING_URI, else the project store)")
-    ls = p.add_argument_group("listing (no run ids)")
+    sub = p.add_subparsers(dest="mode", required=True, metavar="{list,runs}")
+    uri_help = "MLflow tracking URI (default: $MLFLOW_TRACKING_URI, else the project store)"
+    ls = sub.add_parser("list", help="list an experiment's runs as a table (best recall@K first)", description="List an experiment's runs as a table.")
+    ls.add_argument("--tracking-uri", default=None, help=uri_help)
     ls.add_argument("--experiment", default=None, help="experiment name (default: the one `harness run` logs to: tracking.experiment, else the dataset's name)")
-    ls.add_argument("--k", type=int, default=None, help="rank cut-off of the metric columns (default 5)")
+    ls.add_argument("--k", type=int, default=5, help="rank cut-off of the metric columns (default 5)")
     ls.add_argument("--sort", default=None, metavar="METRIC", help="metric (recall@5, recall_at_5, time.total_s, ...) or column to sort by (default recall@K)")
     ls.add_argument("--ascending", action="store_true", help="sort ascending (default descending)")
     ls.add_argument(
@@ -116,46 +110,42 @@ def _parser() -> argparse.ArgumentParser:
         help="MLflow search filter, e.g. \"tags.chunker = 'fixed'\" or \"params.chunker.chunk_size = '200'\" (clauses joined by 'and')",
     )
     ls.add_argument("--tag", action="append", default=None, metavar="KEY=VALUE", help="keep runs with this tag value (repeatable; ANDed with --filter)")
-    ls.add_argument("--format", choices=LIST_FORMATS, default=None, help="markdown table (default) or csv")
+    ls.add_argument("--format", choices=LIST_FORMATS, default="markdown", help="markdown table (default) or csv")
     ls.add_argument("--limit", type=int, default=None, help="show at most this many runs (after sorting)")
     ls.add_argument(
         "--all-runs", "--all", action="store_true", help="also list unfinished, failed, sweep-parent, gate and benchmark runs, with a status column"
     )
-    pc = p.add_argument_group("paired comparison (two or more run ids)")
+    pc = sub.add_parser(
+        "runs",
+        help="compare two or more runs query by query with paired tests (the first is the baseline)",
+        description="Paired comparison of two or more runs on the same queries; the first run is the baseline.",
+    )
+    pc.add_argument("runs", nargs="+", metavar="RUN_ID", help="MLflow run ids or unique prefixes (the 8 characters tables show); the first is the baseline")
+    pc.add_argument("--tracking-uri", default=None, help=uri_help)
     pc.add_argument("--metrics", nargs="+", default=None, help=f"per-query metric columns (default: those of {list(DEFAULT_METRICS)} present)")
-    pc.add_argument("--resamples", type=int, default=None, help="bootstrap resamples and random sign patterns (default 1000)")
-    pc.add_argument("--seed", type=int, default=None, help="random seed (default 0)")
-    pc.add_argument("--alpha", type=float, default=None, help="significance level; CIs are at 1 - alpha (default 0.05)")
+    pc.add_argument("--resamples", type=int, default=1000, help="bootstrap resamples and random sign patterns (default 1000)")
+    pc.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
+    pc.add_argument("--alpha", type=float, default=0.05, help="significance level; CIs are at 1 - alpha (default 0.05)")
     pc.add_argument("--json", default=None, metavar="OUT.json", help="also write the tables as JSON")
     return p
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """CLI entry point; returns the exit code (0 ok, 1 tracking store unreachable while
-    listing, 2 bad arguments, unknown experiment or incomparable runs). No run ids: list
-    runs (:func:`list_runs`); two or more: paired comparison."""
-    args = _parser().parse_args(argv)
-    listing_only = {"--experiment": args.experiment, "--sort": args.sort, "--filter": args.filter, "--tag": args.tag, "--limit": args.limit}
-    listing_only.update({"--ascending": args.ascending or None, "--all-runs": args.all_runs or None})
-    listing_only.update({"--k": args.k, "--format": args.format})
-    if not args.runs:
-        paired_only = {"--metrics": args.metrics, "--json": args.json}
-        paired_only.update({"--resamples": args.resamples, "--seed": args.seed, "--alpha": args.alpha})
-        used = [flag for flag, value in paired_only.items() if value is not None]
-        if used:
-            print(f"error: {', '.join(used)} only apply to a paired comparison of run ids; none were given", file=sys.stderr)
-            return 2
+    """CLI entry point; returns the exit code (0 ok, 1 tracking store unreachable, 2 bad
+    arguments, unknown experiment or incomparable runs). ``list``: list runs
+    (:func:`harness.tracking.runs.list_runs`); ``runs RUN_A RUN_B ...``: paired comparison
+    (:func:`harness.evaluation.compare.compare_runs`)."""
+    args = _parser().parse_args(argv)  # argparse exits 2 on an unknown option or a missing mode
+    if args.mode == "list":
         os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")
         return _list_main(args)
-    args.resamples = 1000 if args.resamples is None else args.resamples
-    args.seed = 0 if args.seed is None else args.seed
-    args.alpha = 0.05 if args.alpha is None else args.alpha
-    used = [flag for flag, value in listing_only.items() if value is not None]
-    if used:
-        print(f"error: {', '.join(used)} only apply when listing runs (no run ids); got run ids {args.runs}", file=sys.stderr)
-        return 2
+    return _runs_main(args)
+
+
+def _runs_main(args) -> int:
+    """Paired-comparison mode of :func:`main`: 0 ok, 1 tracking store error, 2 bad arguments or incomparable runs."""
     if len(args.runs) < 2:
-        print("error: give at least two run ids (the first is the baseline), or none to list runs", file=sys.stderr)
+        print("error: give at least two run ids (the first is the baseline)", file=sys.stderr)
         return 2
     if len(set(args.runs)) != len(args.runs):
         print(f"error: a run id is repeated in {args.runs}", file=sys.stderr)

@@ -34,79 +34,18 @@ import sys
 from pathlib import Path
 from typing import Sequence
 
-from harness.datasets.report import LoadReport
+from harness.datasets.detect import FORMATS, detect_format, load_any
 from harness.datasets.validate import DatasetError
-
-FORMATS = ("native", "chroma", "beir", "squad", "excerpts", "folder")
-
-#: Corpus file extensions only the folder format reads (it extracts their text).
-_EXTRACTED = frozenset({".pdf", ".html", ".htm", ".json"})
-
-
-def _needs_extraction(corpus: Path) -> bool:
-    if not corpus.is_dir():
-        return False
-    return any(p.is_dir() or p.suffix.lower() in _EXTRACTED for p in corpus.iterdir() if not p.name.startswith("."))
-
-
-def _detect(path: Path) -> str:
-    if path.is_file() and path.suffix.lower() == ".json":
-        return "squad"
-    if (path / "questions.jsonl").is_file():
-        return "native"
-    if (path / "questions.csv").is_file():
-        return "chroma"
-    if (path / "corpus.jsonl").is_file() and (path / "queries.jsonl").is_file():
-        return "beir"
-    if (path / "excerpts.jsonl").is_file():
-        return "folder" if _needs_extraction(path / "corpus") else "excerpts"
-    if path.is_dir() and len([p for p in path.glob("*.json") if p.is_file()]) == 1:
-        return "squad"
-    raise DatasetError(
-        f"{path}: format not recognised; expected questions.jsonl (native), questions.csv (chroma), "
-        "corpus.jsonl + queries.jsonl (beir), excerpts.jsonl (excerpts, folder) or a .json file (squad); "
-        "or pass --format"
-    )
-
-
-def _load(root: Path, fmt: str, split: str):
-    """Load in ``fmt``; returns ``(dataset, report)``; excerpts load with unlocated kept as problems."""
-    if fmt == "native":
-        from harness.datasets.native import read_native
-
-        ds = read_native(root)
-        return ds, ds.load_report
-    if fmt == "chroma":
-        from harness.datasets.chroma import load_chroma_general
-
-        ds = load_chroma_general(root)
-        return ds, ds.load_report or LoadReport(ds.name)
-    if fmt == "beir":
-        from harness.datasets.beir import read_beir
-
-        return read_beir(root, split=split)
-    if fmt == "squad":
-        from harness.datasets.squad import read_squad
-
-        return read_squad(root)
-    if fmt == "folder":
-        from harness.datasets.folder import read_folder
-
-        ds = read_folder(root, allow_unlocated=True)
-        return ds, ds.load_report
-    from harness.datasets.excerpts import read_excerpts
-
-    return read_excerpts(root, allow_unlocated=True)
 
 
 def validate(path: str, fmt: str | None = None, split: str = "test", show: int = 10) -> int:
     """Load and check the dataset at ``path``; print a report; return a process exit code."""
     root = Path(path)
     try:
-        fmt = fmt or _detect(root)
+        fmt = fmt or detect_format(root)
         if fmt not in FORMATS:
             raise DatasetError(f"--format must be one of {list(FORMATS)}, got {fmt!r}")
-        ds, report = _load(root, fmt, split)
+        ds, report = load_any(root, fmt, split)
     except DatasetError as exc:
         print(f"INVALID: {exc}", file=sys.stderr)
         return 1
@@ -162,8 +101,8 @@ def audit_labels(path: str, fmt: str | None = None, split: str = "test", k: int 
         return 1
     try:
         rule = AuditRule(k=k)
-        fmt = fmt or _detect(root)
-        ds, _ = _load(root, fmt, split)
+        fmt = fmt or detect_format(root)
+        ds, _ = load_any(root, fmt, split)
         found = audit_dataset(ds, rule, chunk_size=chunk_size)
     except (DatasetError, ValueError) as exc:
         print(f"INVALID: {exc}", file=sys.stderr)
@@ -197,7 +136,7 @@ def audit_labels(path: str, fmt: str | None = None, split: str = "test", k: int 
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m harness.datasets", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(prog="harness datasets", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = parser.add_subparsers(dest="command", required=True)
     v = sub.add_parser("validate", help="check every evidence span of a dataset")
     v.add_argument("path")

@@ -1,4 +1,4 @@
-"""``harness report`` (also ``python -m harness.report``): the HTML report of a run, a sweep, or two runs side by side.
+"""``harness report``: the HTML report of a run, a sweep, or two runs side by side.
 
 ``harness report RUN_ID`` writes the run's report (headline metrics with CIs, charts, the
 document viewer with chunk boundaries and evidence, the query browser);

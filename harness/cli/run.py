@@ -33,7 +33,6 @@ import hydra  # noqa: E402
 from omegaconf import DictConfig  # noqa: E402
 
 from harness.experiment.build import PROJECT_ROOT  # noqa: E402
-from harness.experiment.config import compose_once  # noqa: E402
 from harness.experiment.errors import ConfigError  # noqa: E402
 from harness.experiment.run import execute, note_invalid_job, sweep_position  # noqa: E402
 from harness.tracking.callbacks import SweepRefused  # noqa: E402
@@ -115,8 +114,7 @@ def run_command(argv: Sequence[str]) -> int:
     logging.getLogger("hydra.utils").addFilter(_drop_lookup_errors)
     os.environ["HYDRA_FULL_ERROR"] = "1"  # Hydra re-raises instead of printing: a config error becomes one line here
     try:
-        with compose_once(argv):  # Hydra composes the config once, not twice
-            main()
+        main()
     except SweepRefused as exc:  # the sweep plan refused the jobs before any run or job existed
         _restore(full)
         print(f"harness run: {exc.line}", file=sys.stderr)

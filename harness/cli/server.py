@@ -1,4 +1,4 @@
-"""``harness server`` (also ``python -m harness.server``): a local MLflow tracking server.
+"""``harness server``: a local MLflow tracking server.
 
 The library is :mod:`harness.tracking.server`.
 """
@@ -18,7 +18,7 @@ def _parser() -> argparse.ArgumentParser:
     from harness.experiment.build import PROJECT_ROOT
 
     p = argparse.ArgumentParser(
-        prog="python -m harness.server",
+        prog="harness server",
         description=(
             "Start a local MLflow tracking server (SQLite backend, artifacts served through the server). "
             "Send runs to it with: python -m harness.run tracking.uri=http://HOST:PORT"

@@ -1,4 +1,4 @@
-"""``harness tune`` (also ``python -m harness.tune``): an Optuna search over chunk settings.
+"""``harness tune``: an Optuna search over chunk settings.
 
 The library is :mod:`harness.studies.tune`.
 """
@@ -16,7 +16,7 @@ from harness.studies.tune import DEFAULT_SPACE, DEFAULT_STORAGE, load_space, run
 def main(argv: Sequence[str] | None = None) -> int:
     """Command-line entry point (see the module docstring); returns the exit code."""
     parser = argparse.ArgumentParser(
-        prog="python -m harness.tune",
+        prog="harness tune",
         description="Optuna search over chunking configurations; each trial is one MLflow run.",
         epilog="--trials is the total number of COMPLETE trials in the study: rerunning resumes, it does not add N more.",
     )

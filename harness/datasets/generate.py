@@ -2,7 +2,7 @@
 
 ::
 
-    python -m harness.generate dataset=<any dataset config> n=<count> [output=<folder>] [llm.base_url=...]
+    harness generate dataset=<any dataset config> n=<count> [output=<folder>] [llm.base_url=...]
 
 For ``n`` passages sampled with ``seed`` (uniformly, without replacement, among the
 sentence-packed passages of ``passage_chars`` characters or fewer that hold at least
@@ -52,10 +52,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from harness.experiment.build import register_resolvers
 from harness.params import Param, check_all
-
-register_resolvers()
 
 #: Version of the prompt below; bump it whenever its wording changes.
 PROMPT_VERSION = "generate-v1"

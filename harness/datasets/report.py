@@ -3,7 +3,7 @@
 Loaders of foreign formats (BEIR, SQuAD, excerpt lists) may legitimately drop records
 (a query without relevance judgements, an unanswerable question). Dropping silently would
 change what a metric averages over, so every drop is counted here, logged as a warning when
-the dataset is loaded, and printed by ``python -m harness.datasets validate``.
+the dataset is loaded, and printed by ``harness datasets validate``.
 
 A labelled query that has no evidence in its file (BEIR: no positive judgement in the
 split; SQuAD: unanswerable; excerpts/folder: an empty ``excerpts`` list or none located

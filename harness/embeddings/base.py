@@ -275,7 +275,7 @@ class CachedEncoder(ABC):
             hits = self._store.get(self.embedding_key, list(todo), dim=self.declared_dim, model_name=self.model_name)
             if hits:
                 where = f"embedding cache {self._store.path} (embedding.model {self.model_name!r})"
-                hint = "clear it with `python -m harness.cache clear --kind embeddings`"
+                hint = "clear it with `harness cache clear --kind embeddings`"
                 check_vectors(np.stack(list(hits.values())), [todo[k] for k in hits], where, desc, hint)
             for k, v in hits.items():
                 self._cache[k] = v

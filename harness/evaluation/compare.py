@@ -1,6 +1,6 @@
 """Compare logged runs: list an experiment's runs as a table, or test paired differences.
 
-Listing (no run ids): ``python -m harness.compare [--experiment NAME] [--sort METRIC]
+Listing: ``harness compare list [--experiment NAME] [--sort METRIC]
 [--filter "tags.chunker = 'fixed'"] [--tag KEY=VALUE ...] [--k 5] [--format markdown|csv]
 [--limit N]`` prints one row per FINISHED run of the experiment (default: the experiment
 ``python -m harness.run`` logs to with the project's default config), with chunker, size,
@@ -8,7 +8,7 @@ overlap, unit, retriever, ``recall@k``, ``precision@k``, ``context_precision@k``
 the run time ``time.total_s`` in seconds, run name and id; see :func:`runs_table` (the runs are
 read by :func:`harness.tracking.runs.list_runs`: this module does no MLflow call).
 
-Paired comparison: ``python -m harness.compare RUN_A RUN_B [RUN_C ...]``.
+Paired comparison: ``harness compare runs RUN_A RUN_B [RUN_C ...]``.
 
 The first run is the baseline; every other run is compared with it on the same queries,
 metric by metric, using each run's ``per_query.csv`` artifact (read by
@@ -28,7 +28,7 @@ See :mod:`harness.evaluation.stats` for the methods. Runs are refused (exit code
 when their ``dataset_fingerprint`` tags differ or are missing, when their query id sets
 differ, or when a requested metric is missing. Example::
 
-    python -m harness.compare 3f2a... 9b7c... --metrics recall@5 iou@5 --json cmp.json
+    harness compare runs 3f2a... 9b7c... --metrics recall@5 iou@5 --json cmp.json
 """
 
 from __future__ import annotations

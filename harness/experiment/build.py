@@ -416,6 +416,8 @@ def build_chunker(cfg: DictConfig, encoder: CachedEncoder | None = None) -> Chun
 
     cls = _contract_class(cfg.chunker, Chunker, "chunker", "a harness Chunker")
     kwargs = {"encoder": encoder} if cls.needs_encoder else {}
+    if cls.needs_builder:  # adaptive's routes, modality's text stream: built here, on first use
+        kwargs["builder"] = build_sub_chunker
     if cls.needs_cache_dir:  # e.g. LLM reply caches; kept out of the config hash
         kwargs["cache_dir"] = cache_dir(cfg)
     node = cfg.chunker
@@ -426,6 +428,48 @@ def build_chunker(cfg: DictConfig, encoder: CachedEncoder | None = None) -> Chun
     if not isinstance(chunker, Chunker):
         raise TypeError(f"chunker._target_ {cfg.chunker._target_!r} does not build a harness Chunker")
     return chunker
+
+
+def build_sub_chunker(where: str, node: Any, encoder=None):
+    """Build a chunker nested in another chunker's config (an adaptive route, the modality
+    text stream): the builder those strategies call on first use (``needs_builder``; they
+    receive this function as ``builder=``).
+
+    Args:
+        where: dotted path of the nested config, named in errors (``chunker.routes.prose``,
+            ``chunker.text_chunker``).
+        node: the nested config as plain data: ``_target_`` (dotted class path of a
+            :class:`~harness.chunkers.base.Chunker`) and its constructor arguments; nested
+            mappings arrive as plain dicts (``_convert_: all``).
+        encoder: passed as ``encoder=`` when the class has ``needs_encoder``; a class with
+            ``needs_builder`` gets this function as ``builder=`` (a modality route of adaptive).
+
+    Returns:
+        the chunker (a :class:`~harness.chunkers.base.Chunker`).
+
+    Raises:
+        ValueError: ``{where}._target_ '<path>' cannot be imported: ...`` or ``... does not
+            build a harness Chunker``; a constructor's own ValueError (wrapped by Hydra, as
+            when the strategies built their inner chunkers themselves).
+    """
+    from hydra.utils import get_class, instantiate
+
+    from harness.chunkers.base import Chunker
+
+    target = node["_target_"]
+    try:
+        cls = get_class(target)
+    except Exception as exc:  # hydra wraps ImportError / AttributeError
+        raise ValueError(f"{where}._target_ {target!r} cannot be imported: {exc}") from exc
+    if not (isinstance(cls, type) and issubclass(cls, Chunker)):
+        raise ValueError(f"{where}._target_ {target!r} does not build a harness Chunker")
+    extra: dict[str, Any] = {"encoder": encoder} if cls.needs_encoder else {}
+    if cls.needs_builder:
+        extra["builder"] = build_sub_chunker
+    built = instantiate({"_convert_": "all", **node}, **extra)  # nested args as plain values
+    if not isinstance(built, Chunker):
+        raise ValueError(f"{where}._target_ {target!r} does not build a harness Chunker")
+    return built
 
 
 def build_retriever(cfg: DictConfig, encoder: CachedEncoder | None = None) -> Retriever:

@@ -81,7 +81,7 @@ TRACKED_PACKAGES = (
 
 def package_versions() -> dict[str, str]:
     """Installed versions of :data:`TRACKED_PACKAGES` (``"missing"`` when absent)."""
-    from harness.tracking.tracker import package_versions as versions
+    from harness.runtime import package_versions as versions
 
     return versions(TRACKED_PACKAGES)
 

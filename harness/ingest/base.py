@@ -12,12 +12,10 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from harness.text.blocks import CAPTION
+
 #: Element types an extractor may record (``Document.metadata["elements"][i]["type"]``).
 ELEMENT_TYPES = ("heading", "paragraph", "table", "image", "code", "list")
-
-#: A caption line: "Table 2: ...", "Fig. 3 - ...", "Figure 1. ..." (case-insensitive); one
-#: definition shared with the modality chunker, which finds captions in plain documents too.
-from harness.chunkers.modality import CAPTION  # noqa: E402
 
 
 class IngestError(ValueError):
@@ -214,7 +212,7 @@ def decode_utf8(data: bytes, name: str, strip_bom: bool = False) -> str:
             ``not_utf8`` (the message gives the first bad byte, its byte offset, line and
             column; a UTF-16 file is named as such).
     """
-    from harness.datasets.textio import describe_not_utf8
+    from harness.text.encoding import describe_not_utf8
 
     if not data.strip():
         raise IngestError("empty", f"{name}: empty file")

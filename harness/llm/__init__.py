@@ -1,7 +1,7 @@
 """Chat completions from an OpenAI-compatible HTTP server: retries, a reply cache, counters.
 
 One small client for every strategy that asks a language model (the ``agentic`` chunker,
-``python -m harness.generate``). It speaks the OpenAI chat-completions protocol
+``harness generate``). It speaks the OpenAI chat-completions protocol
 (``POST {base_url}/chat/completions`` with ``model``, ``messages``, ``temperature``,
 ``max_tokens`` and optionally ``seed``; the reply text is ``choices[0].message.content``),
 which llama.cpp's server, vLLM, Ollama, LM Studio and hosted APIs all accept. HTTP goes

@@ -78,7 +78,7 @@ PAIR = """{% extends "base.html" %}{% from "cards.html" import reason, doclist, 
 <table><thead><tr><th>metric</th><th class="num">A</th><th class="num">B</th><th class="num">A − B</th></tr></thead><tbody>
 {% for name, va, vb in metrics %}<tr data-metric="{{ name }}"><td>{{ name }}</td><td class="num" data-value="{{ va|full }}">{{ va|fmt }}</td><td class="num" data-value="{{ vb|full }}">{{ vb|fmt }}</td><td class="num">{{ (va - vb)|fmt }}</td></tr>
 {% endfor %}</tbody></table>
-<p class="muted">Per query on {{ metric }}: A higher on {{ wins.a|length }}, B higher on {{ wins.b|length }}, tied on {{ n_tied }}. For paired tests: <code>harness compare {{ b.run_id }} {{ a.run_id }}</code>.</p>
+<p class="muted">Per query on {{ metric }}: A higher on {{ wins.a|length }}, B higher on {{ wins.b|length }}, tied on {{ n_tied }}. For paired tests: <code>harness compare runs {{ b.run_id }} {{ a.run_id }}</code>.</p>
 </section>
 <section id="documents"><h2>The same document cut both ways</h2>
 {{ legend(a.max_seq_length) }}

@@ -2,7 +2,7 @@
 
 ::
 
-    python -m harness.bench [--dataset chroma_general|kestrel_kb|PATH] [--out bench.json] [--quick]
+    harness bench [--dataset chroma_general|kestrel_kb|PATH] [--out bench.json] [--quick]
 
 Measures, on one dataset (default ``chroma_general``, read from ``../shared/datasets``):
 

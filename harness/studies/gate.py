@@ -1,8 +1,8 @@
-"""Release gate: ``python -m harness.check`` re-runs the candidate settings and tests them against a baseline.
+"""Release gate: ``harness check`` re-runs the candidate settings and tests them against a baseline.
 
 ::
 
-    python -m harness.check [--gate experiments/gate/kestrel_kb.yaml] [--update-baseline] [hydra overrides ...]
+    harness check [--gate experiments/gate/kestrel_kb.yaml] [--update-baseline] [hydra overrides ...]
 
 The **gate file** (YAML, see ``experiments/gate/kestrel_kb.yaml``) holds the candidate
 settings as Hydra overrides, the path of the committed **baseline** (relative to the gate
@@ -217,7 +217,7 @@ def load_baseline(path: str | Path, required_metrics: Sequence[str] = ()) -> Bas
     """
     path = Path(path)
     if not path.is_file():
-        raise GateError(f"baseline file {path} not found; create it from the current settings with `python -m harness.check --update-baseline` (and commit it)")
+        raise GateError(f"baseline file {path} not found; create it from the current settings with `harness check --update-baseline` (and commit it)")
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:

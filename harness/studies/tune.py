@@ -2,7 +2,7 @@
 
 ::
 
-    python -m harness.tune [--space experiments/search_space.yaml] [--trials N]
+    harness tune [--space experiments/search_space.yaml] [--trials N]
                            [--storage sqlite:///.cache/optuna.db] [--study NAME] [--seed S]
                            [hydra overrides ...]
 

@@ -67,6 +67,12 @@ def is_source_code(doc_id: str, metadata) -> bool:
 
 
 _NEWLINE = re.compile(r"\r\n|\r|\n")
+
+#: A caption line: "Table 2: ...", "Fig. 3 - ...", "Figure 1. ..." (case-insensitive): a
+#: paragraph whose start matches this, next to a table or an image, is its caption. One
+#: definition for the extractors (:mod:`harness.ingest`) and the modality chunker, which
+#: finds captions in plain documents too.
+CAPTION = re.compile(r"^\s*(?:table|tab\.|figure|fig\.)\s*\d+[a-z]?\s*[:.\-\u2013\u2014]?\s", re.IGNORECASE)
 _HEADING = re.compile(r"^ {0,3}(#{1,6})(?:[ \t]+(.*?))?[ \t]*$")
 _CLOSING_HASHES = re.compile(r"(?:^|[ \t]+)#+$")
 _FENCE_OPEN = re.compile(r"^([ \t]*)(`{3,}|~{3,})(.*)$")

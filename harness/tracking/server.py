@@ -1,4 +1,4 @@
-"""Tracking server mode: ``python -m harness.server [--port 5000] [--root mlruns/server]``.
+"""Tracking server mode: ``harness server [--port 5000] [--root mlruns/server]``.
 
 A thin wrapper around ``mlflow server`` for a local, single-user lab server:
 

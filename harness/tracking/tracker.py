@@ -127,19 +127,6 @@ def failure_record(exc: BaseException) -> tuple[str, str, str]:
     return status, f"{type(exc).__name__}: {exc}", "".join(traceback.format_exception(exc))
 
 
-def package_versions(names) -> dict[str, str]:
-    """Installed version of each distribution name (``"missing"`` when absent), for provenance."""
-    from importlib import metadata
-
-    out = {}
-    for name in names:
-        try:
-            out[name] = metadata.version(name)
-        except metadata.PackageNotFoundError:
-            out[name] = "missing"
-    return out
-
-
 def default_tracking_uri(project_root: str | Path) -> str:
     """``sqlite:///<project_root>/mlruns/mlflow.db`` (the folder is created)."""
     folder = Path(project_root).resolve() / "mlruns"

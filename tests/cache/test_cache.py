@@ -366,7 +366,7 @@ def test_cli_info_and_clear(tmp_path, capsys):
 
 def test_module_runs_as_a_command(tmp_path):
     out = subprocess.run(
-        [sys.executable, "-m", "harness.cache", "info", "--dir", str(tmp_path)], capture_output=True, text=True, cwd=str(PROJECT_ROOT), check=True
+        [sys.executable, "-m", "harness", "cache", "info", "--dir", str(tmp_path)], capture_output=True, text=True, cwd=str(PROJECT_ROOT), check=True
     ).stdout
     assert f"cache folder {tmp_path}" in out and "0 vectors" in out
 

@@ -349,7 +349,7 @@ def routes(**override):
 
 
 def test_adaptive_routes_to_existing_strategies_and_tags_chunks(kestrel):
-    chunker = AdaptiveChunker(routes=routes())
+    chunker = AdaptiveChunker(builder=build.build_sub_chunker, routes=routes())
     assert chunker.size_limit() == ("chars", "model", 200)
     assert chunker.contiguous and chunker.partitions
     chat = chunker.chunk(kestrel.by_id["incident_chat.log"])
@@ -363,10 +363,12 @@ def test_adaptive_routes_to_existing_strategies_and_tags_chunks(kestrel):
 
 @pytest.mark.slow
 def test_adaptive_flags_are_truthful_across_routes(encoder):
-    mixed = AdaptiveChunker(routes=routes(code={"_target_": "harness.chunkers.fixed.FixedChunker", "chunk_size": 50}))
+    mixed = AdaptiveChunker(builder=build.build_sub_chunker, routes=routes(code={"_target_": "harness.chunkers.fixed.FixedChunker", "chunk_size": 50}))
     assert mixed.size_limit() is None  # 200 chars vs 50 tokens: no common limit
     assert mixed.contiguous
-    topical = AdaptiveChunker(routes=routes(prose={"_target_": "harness.chunkers.topic.TopicChunker", "n_topics": 2}), encoder=encoder)
+    topical = AdaptiveChunker(
+        builder=build.build_sub_chunker, routes=routes(prose={"_target_": "harness.chunkers.topic.TopicChunker", "n_topics": 2}), encoder=encoder
+    )
     assert not topical.contiguous and topical.partitions
     assert topical.route("prose").encoder is encoder  # the encoder is passed through
     doc, _ = para_doc("topics.txt", ALTERNATING)
@@ -385,16 +387,34 @@ def test_adaptive_flags_are_truthful_across_routes(encoder):
 )
 def test_adaptive_invalid_routes(bad, fragment):
     with pytest.raises(ValueError, match=fragment):
-        AdaptiveChunker(routes=bad)
+        AdaptiveChunker(builder=build.build_sub_chunker, routes=bad)
 
 
 def test_adaptive_route_that_is_not_a_chunker_fails_on_use():
-    chunker = AdaptiveChunker(routes=routes(prose={"_target_": "collections.OrderedDict"}))
+    chunker = AdaptiveChunker(builder=build.build_sub_chunker, routes=routes(prose={"_target_": "collections.OrderedDict"}))
     with pytest.raises(ValueError, match="routes.prose"):
         chunker.chunk(Document("a.txt", "Some prose."))
 
 
 # --------------------------------------------------------------------------- langchain
+def test_import_class_reads_a_dotted_path_without_hydra():
+    import collections.abc
+
+    from harness.chunkers.adapter import import_class
+
+    assert import_class("collections.OrderedDict") is collections.OrderedDict
+    assert import_class("collections.abc.Mapping") is collections.abc.Mapping  # a submodule, then the class
+    with pytest.raises(ImportError, match="no module named 'nowhere'"):
+        import_class("nowhere.Splitter")
+    with pytest.raises(ImportError, match="has no attribute 'Nope'"):
+        import_class("collections.Nope")
+    with pytest.raises(TypeError, match="is a function, not a class"):
+        import_class("os.path.join")
+    for bad in ("", "collections", "a..b"):
+        with pytest.raises(ImportError, match="is not a dotted class path"):
+            import_class(bad)
+
+
 def test_langchain_repeated_text_true_offsets_where_add_start_index_fails():
     from langchain_text_splitters import RecursiveCharacterTextSplitter
 

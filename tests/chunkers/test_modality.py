@@ -43,7 +43,7 @@ def layout(chunks):
 
 
 def test_streams_on_extracted_pdf_html_and_markdown(docs):
-    chunker = ModalityChunker()
+    chunker = ModalityChunker(builder=build.build_sub_chunker)
     chunks = chunker.chunk_all(docs.documents)
     assert layout(chunks) == [
         ("guides/bakery.md", (0, 142), "text", None),
@@ -78,7 +78,7 @@ def test_streams_on_extracted_pdf_html_and_markdown(docs):
 
 def test_oversize_table_split_between_rows_with_caption_and_header_prefix(docs):
     html = docs.by_id["museum.html"]
-    chunker = ModalityChunker(text_chunker=chars(80))
+    chunker = ModalityChunker(builder=build.build_sub_chunker, text_chunker=chars(80))
     tables = [c for c in chunker.chunk(html) if c.metadata["modality"] == "table"]
     # caption+header = 115..183 (68 chars) fits 80, adding row 1 (to 212) would not. Later pieces
     # repeat caption + header as a prefix that counts against the limit; at 69 characters it is
@@ -93,27 +93,27 @@ def test_oversize_table_split_between_rows_with_caption_and_header_prefix(docs):
     assert tables[1].text == cut + "| Saturday | 10:00 | 16:00 |"
     assert all(len(c.text) <= 80 for c in tables)
     check_contract(chunker, [html], chunker.chunk(html))
-    keep = ModalityChunker(text_chunker=chars(80), oversize_tables="keep")
+    keep = ModalityChunker(builder=build.build_sub_chunker, text_chunker=chars(80), oversize_tables="keep")
     assert keep.size_limit() is None
     assert [c.spans for c in keep.chunk(html) if c.metadata["modality"] == "table"] == [((115, 239),)]
 
 
 def test_streams_can_be_turned_off_and_captions_not_adjacent_become_prefixes(docs):
     pdf = docs.by_id["harbour.pdf"]
-    no_tables = ModalityChunker(tables=False).chunk(pdf)
+    no_tables = ModalityChunker(builder=build.build_sub_chunker, tables=False).chunk(pdf)
     assert [c.metadata["modality"] for c in no_tables] == ["text", "image", "text"]
     assert no_tables[0].spans == ((0, 291),)
-    text_only = ModalityChunker(tables=False, images=False).chunk(pdf)
+    text_only = ModalityChunker(builder=build.build_sub_chunker, tables=False, images=False).chunk(pdf)
     # one text region, the whole document (about 100 model tokens): one chunk, page of its start
     assert [(c.spans, c.metadata["modality"], c.metadata["page"]) for c in text_only] == [(((0, 405),), "text", 1)]
     # a caption separated from its table by another paragraph stays text and becomes a prefix
     text = "Table 9: Tolls\n\nTolls are paid at the gate.\n\n| a | b |\n| --- | --- |\n| 1 | 2 |"
     el = [{"type": "table", "start": 45, "end": 78, "caption": "Table 9: Tolls", "caption_start": 0, "caption_end": 14}]
     doc = Document("tolls.md", text, {"elements": el})
-    chunks = ModalityChunker().chunk(doc)
+    chunks = ModalityChunker(builder=build.build_sub_chunker).chunk(doc)
     assert [(c.spans, c.metadata["modality"]) for c in chunks] == [(((0, 43),), "text"), (((45, 78),), "table")]
     assert chunks[1].metadata["prefix"] == "Table 9: Tolls\n" and chunks[1].text == "Table 9: Tolls\n" + text[45:78]
-    assert ModalityChunker(caption_prefix=False).chunk(doc)[1].text == text[45:78]
+    assert ModalityChunker(builder=build.build_sub_chunker, caption_prefix=False).chunk(doc)[1].text == text[45:78]
 
 
 def test_elements_are_inferred_for_plain_documents():
@@ -122,11 +122,11 @@ def test_elements_are_inferred_for_plain_documents():
     assert infer_elements(doc) == [
         {"type": "table", "start": 32, "end": 69, "format": "markdown", "caption": "Table 3: Moorings", "caption_start": 13, "caption_end": 30}
     ]
-    chunks = ModalityChunker().chunk(doc)
+    chunks = ModalityChunker(builder=build.build_sub_chunker).chunk(doc)
     assert [(c.spans, c.metadata["modality"]) for c in chunks] == [(((0, 11),), "text"), (((13, 69),), "table"), (((71, 87),), "text")]
     csv_doc = Document("fees.csv", "berth,fee\nA1,12\nA2,14\n")
     assert infer_elements(csv_doc) == [{"type": "table", "start": 0, "end": 21, "format": "csv"}]
-    split = ModalityChunker(text_chunker=chars(12)).chunk(csv_doc)
+    split = ModalityChunker(builder=build.build_sub_chunker, text_chunker=chars(12)).chunk(csv_doc)
     # header "berth,fee" (0-9); rows "A1,12" (10-15) and "A2,14" (16-21): 0..15 is 15 chars > 12.
     # The repeated header "berth,fee\n" (10 chars) is longer than half the limit (6): cut to
     # "berth\n"; "berth\n" + "A1,12" = 11 fits, with both rows (17) it does not.
@@ -134,22 +134,43 @@ def test_elements_are_inferred_for_plain_documents():
     assert [c.metadata["prefix"] for c in split[1:]] == ["berth\n", "berth\n"]
     assert all(len(c.text) <= 12 for c in split)
     assert infer_elements(Document("tool.py", "x = '| a | b |'\n")) == []
-    assert ModalityChunker(infer_elements=False).chunk(doc)[0].spans == ((0, 87),)
+    assert ModalityChunker(builder=build.build_sub_chunker, infer_elements=False).chunk(doc)[0].spans == ((0, 87),)
 
 
 def test_invalid_parameters_and_elements():
     with pytest.raises(ValueError, match="chunker.oversize_tables"):
-        ModalityChunker(oversize_tables="drop")
+        ModalityChunker(builder=build.build_sub_chunker, oversize_tables="drop")
     with pytest.raises(ValueError, match="chunker.tables must be true or false"):
-        ModalityChunker(tables="yes")
+        ModalityChunker(builder=build.build_sub_chunker, tables="yes")
     with pytest.raises(ValueError, match="chunker.text_chunker"):
-        ModalityChunker(text_chunker={"chunk_size": 5})
-    hier = ModalityChunker(text_chunker={"_target_": "harness.chunkers.hierarchical.HierarchicalChunker"})
+        ModalityChunker(builder=build.build_sub_chunker, text_chunker={"chunk_size": 5})
+    hier = ModalityChunker(builder=build.build_sub_chunker, text_chunker={"_target_": "harness.chunkers.hierarchical.HierarchicalChunker"})
     with pytest.raises(ValueError, match="replaces hits at retrieval"):
         hier.chunk(Document("a.txt", "text"))
     bad = Document("a.md", "short", {"elements": [{"type": "table", "start": 2, "end": 50}]})
     with pytest.raises(ValueError, match=r"'a.md': elements\[0\] span \[2, 50\) is not inside its text"):
-        ModalityChunker().chunk(bad)
+        ModalityChunker(builder=build.build_sub_chunker).chunk(bad)
+
+
+def test_nested_chunker_configs_are_built_only_by_the_builder():
+    """The strategies that nest chunker configs build nothing themselves: without the
+    builder's factory they refuse, with a recording factory every nested config goes through it."""
+    doc = Document("a.txt", "Some prose.")  # sniffed as prose
+    with pytest.raises(ValueError, match=r"chunker.text_chunker: no builder for nested chunker configs"):
+        ModalityChunker().chunk(doc)
+    with pytest.raises(ValueError, match=r"chunker.routes.prose: no builder for nested chunker configs"):
+        AdaptiveChunker().chunk(doc)
+    seen = []
+
+    def recording(where, node, encoder):
+        seen.append((where, node["_target_"]))
+        return build.build_sub_chunker(where, node, encoder)
+
+    AdaptiveChunker(builder=recording).chunk(Document("x.pdf", "Title\n\nText.", {"type": "pdf"}))
+    # the modality route is built by the factory, and its text stream by the builder's own factory
+    assert seen == [("chunker.routes.document", "harness.chunkers.modality.ModalityChunker")]
+    assert build.build_chunker(compose(["chunker=modality"])).builder is build.build_sub_chunker
+    assert build.build_chunker(compose(["chunker=adaptive"])).route("document").builder is build.build_sub_chunker
 
 
 def test_adaptive_routes_extracted_pdf_and_html_to_modality(docs):
@@ -165,7 +186,7 @@ def test_adaptive_routes_extracted_pdf_and_html_to_modality(docs):
     # a routes config written before the document type existed: modality over its prose route
     routes = {t: chars(200) for t in ("code", "markdown", "table", "faq", "prose")}
     routes["chat"] = {"_target_": "harness.chunkers.timestamp.TimestampChunker", "max_chunk_size": 200, "unit": "chars"}
-    old = AdaptiveChunker(routes=routes)
+    old = AdaptiveChunker(builder=build.build_sub_chunker, routes=routes)
     assert old.route("document").inner.size_limit() == ("chars", "model", 200)
 
 

@@ -61,13 +61,37 @@ def test_cache_info_on_an_empty_folder(tmp_path):
     assert rows["total"] == ["0", "B"]
 
 
-def test_compare_help_from_the_shim_and_the_console_script():
-    shim = subprocess.run([sys.executable, "-m", "harness.compare", "--help"], cwd=PROJECT_ROOT, capture_output=True, text=True, timeout=120)
-    script = _harness("compare", "--help")
-    for proc in (shim, script):
+def test_compare_help_from_python_dash_m_and_the_console_script():
+    module = subprocess.run([sys.executable, "-m", "harness", "compare", "runs", "--help"], cwd=PROJECT_ROOT, capture_output=True, text=True, timeout=120)
+    script = _harness("compare", "runs", "--help")
+    for proc in (module, script):
         assert proc.returncode == 0, proc.stderr
-        assert "--tracking-uri" in proc.stdout and "--experiment" in proc.stdout and "RUN_ID" in proc.stdout
-    assert shim.stdout == script.stdout  # one parser behind both spellings
+        assert proc.stdout.startswith("usage: harness compare runs") and "--tracking-uri" in proc.stdout and "RUN_ID" in proc.stdout
+    assert module.stdout == script.stdout  # one parser behind both spellings
+
+
+#: The commands whose arguments argparse parses (run and generate hand theirs to Hydra).
+ARGPARSE_COMMANDS = ("compare", "report", "check", "tune", "bench", "server", "cache", "datasets")
+
+
+@pytest.mark.parametrize("name", ARGPARSE_COMMANDS)
+def test_every_commands_usage_names_the_console_script(name, capsys):
+    import importlib
+
+    module = importlib.import_module(f"harness.cli.{name}")
+    with pytest.raises(SystemExit) as exc:
+        module.main(["--help"])
+    assert exc.value.code == 0
+    out = capsys.readouterr().out
+    assert out.startswith(f"usage: harness {name} ") and f"python -m harness.{name}" not in out
+
+
+def test_only_the_run_command_keeps_a_python_dash_m_shim():
+    package = PROJECT_ROOT / "harness"
+    shims = sorted(p.name for p in package.glob("*.py") if p.stem in COMMANDS)
+    assert shims == ["run.py"]  # python -m harness.run, the documented entry point of a run
+    mains = sorted(str(p.relative_to(package)) for p in package.rglob("__main__.py"))
+    assert mains == ["__main__.py"]  # python -m harness <command>
 
 
 def test_datasets_validate_the_bundled_dataset():

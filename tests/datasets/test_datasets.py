@@ -248,3 +248,22 @@ def test_corpus_name_property_is_the_last_path_part_without_a_json_suffix(part, 
     expected = part[: -len(".jsonl")] if part.endswith(".jsonl") else part[: -len(".json")] if part.endswith(".json") else part
     assert corpus_name(path, "folder") == (expected or "folder")
     assert corpus_name(None, "folder") == "folder" and corpus_name("", "beir") == "beir" and corpus_name("/", "squad") == "squad"
+
+
+def test_detect_format_by_the_files_a_path_holds(tmp_path):
+    from harness.datasets.detect import detect_format
+    from harness.datasets.validate import DatasetError
+
+    assert detect_format(KESTREL_PATH) == "native"  # questions.jsonl + corpus/
+    (tmp_path / "dev.json").write_text("{}", encoding="utf-8")
+    assert detect_format(tmp_path / "dev.json") == "squad"
+    assert detect_format(tmp_path) == "squad"  # a folder holding exactly one .json file
+    excerpts = tmp_path / "ex"
+    (excerpts / "corpus").mkdir(parents=True)
+    (excerpts / "excerpts.jsonl").write_text("", encoding="utf-8")
+    (excerpts / "corpus" / "a.txt").write_text("text", encoding="utf-8")
+    assert detect_format(excerpts) == "excerpts"
+    (excerpts / "corpus" / "b.pdf").write_bytes(b"%PDF-1.4")
+    assert detect_format(excerpts) == "folder"  # a file that needs extraction
+    with pytest.raises(DatasetError, match="format not recognised"):
+        detect_format(tmp_path / "ex" / "corpus")

@@ -1,4 +1,4 @@
-"""``python -m harness.generate``: questions with excerpts located as exact spans, malformed
+"""``harness generate``: questions with excerpts located as exact spans, malformed
 replies rejected and counted by reason, near duplicates filtered, and the written dataset
 loaded and scored by ``harness.experiment.run`` -- against a scripted server and llama-cpp-python's."""
 
@@ -15,7 +15,6 @@ import pytest
 from conftest import _SESSION_CACHE, PROJECT_ROOT, compose
 from llm_servers import INVALID, FakeLLM, llama, user_message  # noqa: F401  (llama is a fixture)
 
-from harness.cli.generate import run
 from harness.datasets.generate import (
     REJECT_REASONS,
     Rejected,
@@ -27,6 +26,7 @@ from harness.datasets.generate import (
     report,
 )
 from harness.experiment.run import execute
+from harness.studies.generate import run
 
 
 def compose_generate(overrides: list[str]):
@@ -205,7 +205,7 @@ def test_scripted_replies_are_counted_by_reason_and_the_dataset_is_scored(kestre
 
 def _cli(args, cwd=PROJECT_ROOT):
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
-    return subprocess.run([sys.executable, "-m", "harness.generate", *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=600)
+    return subprocess.run([sys.executable, "-m", "harness", "generate", *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=600)
 
 
 @pytest.mark.slow

@@ -1,4 +1,4 @@
-"""``python -m harness.compare`` without run ids: the runs of an experiment as a table, read
+"""``harness compare list``: the runs of an experiment as a table, read
 from a real MLflow SQLite store filled by real BM25 runs on the bundled dataset."""
 
 from __future__ import annotations
@@ -57,7 +57,7 @@ def _markdown_rows(out: str) -> tuple[list[str], list[list[str]]]:
 
 @pytest.mark.slow
 def test_markdown_listing_sorted_by_recall(store, capsys):
-    assert cli_compare.main(["--tracking-uri", store["uri"], "--experiment", "kestrel_kb"]) == 0
+    assert cli_compare.main(["list", "--tracking-uri", store["uri"], "--experiment", "kestrel_kb"]) == 0
     out = capsys.readouterr().out
     header, rows = _markdown_rows(out)
     assert header == COLUMNS
@@ -84,7 +84,7 @@ def test_markdown_listing_sorted_by_recall(store, capsys):
 @pytest.mark.slow
 def test_csv_listing_with_sort_filter_tag_k_and_limit(store, capsys):
     def listing(*args) -> pd.DataFrame:
-        assert cli_compare.main(["--tracking-uri", store["uri"], "--experiment", "kestrel_kb", "--format", "csv", *args]) == 0
+        assert cli_compare.main(["list", "--tracking-uri", store["uri"], "--experiment", "kestrel_kb", "--format", "csv", *args]) == 0
         return pd.read_csv(io.StringIO(capsys.readouterr().out), dtype={"run_id": str})
 
     logged = store["logged"]
@@ -115,7 +115,7 @@ def test_csv_listing_with_sort_filter_tag_k_and_limit(store, capsys):
 
 @pytest.mark.slow
 def test_all_runs_adds_failed_and_parent_runs_with_status(store, capsys):
-    assert cli_compare.main(["--tracking-uri", store["uri"], "--experiment", "kestrel_kb", "--format", "csv", "--all-runs"]) == 0
+    assert cli_compare.main(["list", "--tracking-uri", store["uri"], "--experiment", "kestrel_kb", "--format", "csv", "--all-runs"]) == 0
     table = pd.read_csv(io.StringIO(capsys.readouterr().out), dtype={"run_id": str})
     assert list(table.columns) == [*COLUMNS, "status"]
     status = dict(zip(table["run_id"], table["status"]))
@@ -126,7 +126,10 @@ def test_all_runs_adds_failed_and_parent_runs_with_status(store, capsys):
     # sorted by a table column; the run that failed on a config error still logged its
     # params (chunk_size 200), the sweep parent has none: last
     assert (
-        cli_compare.main(["--tracking-uri", store["uri"], "--experiment", "kestrel_kb", "--format", "csv", "--all-runs", "--sort", "size", "--ascending"]) == 0
+        cli_compare.main(
+            ["list", "--tracking-uri", store["uri"], "--experiment", "kestrel_kb", "--format", "csv", "--all-runs", "--sort", "size", "--ascending"]
+        )
+        == 0
     )
     by_size = pd.read_csv(io.StringIO(capsys.readouterr().out), dtype={"run_id": str})
     assert by_size["size"].tolist()[:4] == [100, 150, 200, 200] and by_size["size"].iloc[4:].isna().all()
@@ -138,7 +141,7 @@ def test_all_runs_adds_failed_and_parent_runs_with_status(store, capsys):
 def test_defaults_come_from_the_environment_and_the_project_config(store, capsys, monkeypatch):
     assert cli_compare.default_experiment() == "kestrel_kb"  # conf/config.yaml: dataset kestrel_kb, tracking.experiment null
     monkeypatch.setenv("MLFLOW_TRACKING_URI", store["uri"])
-    assert cli_compare.main([]) == 0
+    assert cli_compare.main(["list"]) == 0
     out = capsys.readouterr().out
     assert f"tracking URI: {store['uri']}" in out
     assert all(r.info.run_id in out for r in store["logged"].values())
@@ -147,28 +150,36 @@ def test_defaults_come_from_the_environment_and_the_project_config(store, capsys
 @pytest.mark.slow
 def test_listing_errors_name_the_problem(store, capsys):
     uri = ["--tracking-uri", store["uri"]]
-    assert cli_compare.main([*uri, "--experiment", "nope"]) == 2
+    assert cli_compare.main(["list", *uri, "--experiment", "nope"]) == 2
     assert "no experiment named 'nope'" in (err := capsys.readouterr().err) and "'kestrel_kb'" in err
-    assert cli_compare.main([*uri, "--experiment", "kestrel_kb", "--filter", "params.chunk_size >< 3"]) == 2
+    assert cli_compare.main(["list", *uri, "--experiment", "kestrel_kb", "--filter", "params.chunk_size >< 3"]) == 2
     assert "invalid --filter" in capsys.readouterr().err
-    assert cli_compare.main([*uri, "--experiment", "kestrel_kb", "--sort", "no_such_metric"]) == 2
+    assert cli_compare.main(["list", *uri, "--experiment", "kestrel_kb", "--sort", "no_such_metric"]) == 2
     assert "--sort 'no_such_metric' is neither a column" in capsys.readouterr().err
-    assert cli_compare.main([*uri, "--experiment", "kestrel_kb", "--tag", "chunker"]) == 2
+    assert cli_compare.main(["list", *uri, "--experiment", "kestrel_kb", "--tag", "chunker"]) == 2
     assert "--tag must look like KEY=VALUE" in capsys.readouterr().err
-    assert cli_compare.main([*uri, "--experiment", "kestrel_kb", "--k", "0"]) == 2
+    assert cli_compare.main(["list", *uri, "--experiment", "kestrel_kb", "--k", "0"]) == 2
     assert "--k must be >= 1" in capsys.readouterr().err
     # an experiment without runs is not an error
-    assert cli_compare.main([*uri, "--experiment", "empty"]) == 0
+    assert cli_compare.main(["list", *uri, "--experiment", "empty"]) == 0
     assert "no finished runs in experiment 'empty' match" in capsys.readouterr().out
 
 
-def test_listing_and_paired_options_do_not_mix(capsys):
-    assert cli_compare.main(["a" * 32, "b" * 32, "--sort", "recall@5"]) == 2
-    assert "--sort only apply when listing runs" in capsys.readouterr().err
-    assert cli_compare.main(["--resamples", "100"]) == 2
-    assert "--resamples only apply to a paired comparison" in capsys.readouterr().err
-    assert cli_compare.main(["a" * 32]) == 2
+def test_listing_and_paired_options_belong_to_their_subcommand(capsys):
+    with pytest.raises(SystemExit) as exc:
+        cli_compare.main(["runs", "a" * 32, "b" * 32, "--sort", "recall@5"])
+    assert exc.value.code == 2 and "unrecognized arguments: --sort recall@5" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as exc:
+        cli_compare.main(["list", "--resamples", "100"])
+    assert exc.value.code == 2 and "unrecognized arguments: --resamples 100" in capsys.readouterr().err
+    assert cli_compare.main(["runs", "a" * 32]) == 2
     assert "give at least two run ids" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as exc:  # no subcommand: the usage names both
+        cli_compare.main([])
+    assert exc.value.code == 2 and "{list,runs}" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as exc:  # run ids without the subcommand are refused, not listed or compared
+        cli_compare.main(["a" * 32, "b" * 32])
+    assert exc.value.code == 2 and "invalid choice" in capsys.readouterr().err
 
 
 def test_tag_filter_quotes_keys_and_values():

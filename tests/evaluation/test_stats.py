@@ -235,7 +235,7 @@ def test_same_config_twice_gives_identical_metrics(store):
 def test_compare_cli_end_to_end(store, capsys, tmp_path):
     out_json = tmp_path / "cmp.json"
     ids = [store["first"]["run_id"], store["again"]["run_id"], store["large"]["run_id"]]
-    code = cli_compare.main([*ids, "--tracking-uri", store["uri"], "--metrics", "recall@5", "iou@5", "--resamples", "500", "--json", str(out_json)])
+    code = cli_compare.main(["runs", *ids, "--tracking-uri", store["uri"], "--metrics", "recall@5", "iou@5", "--resamples", "500", "--json", str(out_json)])
     assert code == 0
     out = capsys.readouterr().out
     assert "recall@5" in out and "iou@5" in out and "p_holm" in out and "W" in out
@@ -271,7 +271,7 @@ def test_compare_refuses_a_run_on_a_different_dataset(store, tmp_path, capsys):
     lines = (copy / "questions.jsonl").read_text().splitlines()
     (copy / "questions.jsonl").write_text("\n".join(lines[:-1]) + "\n")  # drop the last query
     other = execute(_bm25_cfg(store["uri"], "chunker.chunk_size=128", f"dataset.path={copy}"))
-    code = cli_compare.main([store["first"]["run_id"], other["run_id"], "--tracking-uri", store["uri"]])
+    code = cli_compare.main(["runs", store["first"]["run_id"], other["run_id"], "--tracking-uri", store["uri"]])
     assert code == 2
     err = capsys.readouterr().err
     assert "different datasets" in err and "dataset_fingerprint" in err
@@ -290,7 +290,7 @@ def test_compare_refuses_same_dataset_tag_with_different_query_set(store, tmp_pa
     tracker = Tracker(store["uri"], "kestrel_kb")
     with tracker.run("truncated-table", tags={"dataset_fingerprint": fingerprint}):
         tracker.log_dataframe_csv(table.drop(index=3), "per_query.csv")
-    code = cli_compare.main([base_id, tracker.run_id, "--tracking-uri", store["uri"]])
+    code = cli_compare.main(["runs", base_id, tracker.run_id, "--tracking-uri", store["uri"]])
     assert code == 2
     err = capsys.readouterr().err
     assert "different query sets" in err and f"1 only in the baseline ['{dropped}']" in err
@@ -305,9 +305,9 @@ def test_compare_refuses_unknown_run_and_missing_metric(tracking_uri, capsys):
         with tracker.run(name, tags={"dataset_fingerprint": "fp"}):
             tracker.log_dataframe_csv(pd.DataFrame({"query_id": ["q1", "q2"], "recall@5": [0.5, 1.0]}), "per_query.csv")
         ids.append(tracker.run_id)
-    assert cli_compare.main([ids[0], "0" * 32, "--tracking-uri", tracking_uri]) == 2
+    assert cli_compare.main(["runs", ids[0], "0" * 32, "--tracking-uri", tracking_uri]) == 2
     assert "not found in the tracking store" in capsys.readouterr().err
-    assert cli_compare.main([*ids, "--tracking-uri", tracking_uri, "--metrics", "ndcg@10"]) == 2
+    assert cli_compare.main(["runs", *ids, "--tracking-uri", tracking_uri, "--metrics", "ndcg@10"]) == 2
     assert "metric(s) ['ndcg@10'] not in per_query.csv" in capsys.readouterr().err
-    assert cli_compare.main([*ids, "--tracking-uri", tracking_uri]) == 0  # default set falls back to recall@5
+    assert cli_compare.main(["runs", *ids, "--tracking-uri", tracking_uri]) == 0  # default set falls back to recall@5
     assert "recall@5" in capsys.readouterr().out

@@ -4,7 +4,7 @@
   an empty excerpts list, an empty native evidence list, empty chroma references), is
   excluded and counted (``dataset.queries_without_evidence``, an MLflow metric of the run,
   and a warning): never scored 0, never failing the run.
-* A file that is not UTF-8 stops every loader, and ``python -m harness.datasets validate``,
+* A file that is not UTF-8 stops every loader, and ``harness datasets validate``,
   with one line naming the file and the byte offset (not a bare ``UnicodeDecodeError``).
 * A leading byte-order mark does not hide the first markdown heading, and evidence offsets
   stay those of the file.
@@ -313,7 +313,7 @@ def test_validate_reports_a_file_that_is_not_utf8(tmp_path, case, fmt):
     make, _, _ = LOADERS[case]
     root, bad, offset, line = make(tmp_path)
     proc = subprocess.run(
-        [sys.executable, "-m", "harness.datasets", "validate", str(root), "--format", fmt],
+        [sys.executable, "-m", "harness", "datasets", "validate", str(root), "--format", fmt],
         capture_output=True,
         text=True,
         cwd=PROJECT_ROOT,

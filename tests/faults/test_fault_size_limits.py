@@ -224,13 +224,14 @@ def test_faq_question_prefix_counts_against_the_limit():
 
 def test_modality_caption_and_header_prefixes_count_against_the_limit():
     from harness.chunkers.modality import ModalityChunker
+    from harness.experiment import build
 
     rows = "".join(f"| node-{r:02d} | {r * 7 % 50} ms | healthy and serving leases |\n" for r in range(25))
     table = "| node | latency | state |\n|---|---|---|\n" + rows
     text = "Latency per node was measured after the upgrade.\n\nTable 3: Latency of every broker node after the 2.4 upgrade\n\n" + table
     doc = Document("report.md", text)
     text_chunker = {"_target_": "harness.chunkers.recursive.RecursiveChunker", "chunk_size": 60, "unit": "tokens"}
-    chunks = ModalityChunker(text_chunker=text_chunker).chunk(doc)
+    chunks = ModalityChunker(builder=build.build_sub_chunker, text_chunker=text_chunker).chunk(doc)
     check_chunks(doc, chunks, "tokens", "model", 60)
     assert any("Table 3" in c.metadata.get("prefix", "") for c in chunks)
 

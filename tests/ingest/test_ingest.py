@@ -336,7 +336,7 @@ def test_folder_config_composes_and_builds(folder):
 
 
 def test_validate_cli_detects_the_folder_format(folder):
-    proc = subprocess.run([sys.executable, "-m", "harness.datasets", "validate", str(folder)], capture_output=True, text=True, cwd=PROJECT_ROOT, timeout=300)
+    proc = subprocess.run([sys.executable, "-m", "harness", "datasets", "validate", str(folder)], capture_output=True, text=True, cwd=PROJECT_ROOT, timeout=300)
     assert proc.returncode == 0, proc.stderr
     out = proc.stdout
     assert "(folder format)" in out and "documents:       3" in out and "queries:         5" in out

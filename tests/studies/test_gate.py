@@ -1,4 +1,4 @@
-"""Release gate ``python -m harness.check``: the non-inferiority statistics, gate-file and
+"""Release gate ``harness check``: the non-inferiority statistics, gate-file and
 baseline validation, and real gate runs (MiniLM + FAISS and BM25 on kestrel_kb) logged to
 MLflow SQLite stores under temporary folders. The committed baseline is only ever read."""
 
@@ -229,7 +229,7 @@ def test_gate_passes_on_the_committed_baseline_through_the_cli(tmp_path):
     uri = fresh_store(tmp_path / "mlflow.db")
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
     proc = subprocess.run(
-        [sys.executable, "-m", "harness.check", *_common(uri)],
+        [sys.executable, "-m", "harness", "check", *_common(uri)],
         cwd=tmp_path,
         env=env,
         capture_output=True,

@@ -215,9 +215,9 @@ def test_compare_takes_short_run_ids_and_refuses_two_prefixes_of_one_run(tmp_pat
             tracker.log_dataframe_csv(pd.DataFrame({"query_id": ["q1", "q2"], "recall@5": values}), "per_query.csv")
         ids.append(tracker.run_id)
     # 8 characters, as the listing and sweep tables show them (two random 32-hex ids sharing 8 is a 2**-32 event)
-    assert cli_compare.main([ids[0][:8], ids[1][:8], "--tracking-uri", uri, "--resamples", "50"]) == 0
+    assert cli_compare.main(["runs", ids[0][:8], ids[1][:8], "--tracking-uri", uri, "--resamples", "50"]) == 0
     out = capsys.readouterr().out
     assert f"baseline: a ({ids[0][:8]})" in out and f"b ({ids[1][:8]})    0.5000 1.0000 0.5000" in out  # means 0.5 and 1.0, by hand
-    assert cli_compare.main([ids[0][:8], ids[0], "--tracking-uri", uri]) == 2
+    assert cli_compare.main(["runs", ids[0][:8], ids[0], "--tracking-uri", uri]) == 2
     err = capsys.readouterr().err
     assert "the same run" in err and ids[0] in err and len(err.strip().splitlines()) == 1

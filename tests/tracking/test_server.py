@@ -1,5 +1,5 @@
 """Tracking server mode: a real ``mlflow server`` on a free loopback port, started with the
-documented command ``python -m harness.server``, and a real ``python -m harness.run`` logging
+documented command ``python -m harness server``, and a real ``python -m harness.run`` logging
 to it over HTTP (BM25 on the bundled kestrel_kb dataset, for speed)."""
 
 from __future__ import annotations
@@ -50,11 +50,11 @@ def _env() -> dict:
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory):
-    """``python -m harness.server --port 0 --root <tmp>``: yields ``(url, root)``. Stopped with
+    """``python -m harness server --port 0 --root <tmp>``: yields ``(url, root)``. Stopped with
     SIGTERM (as a service manager would); it must exit 0 and leave no server process behind."""
     root = tmp_path_factory.mktemp("server")
     proc = subprocess.Popen(
-        [sys.executable, "-m", "harness.server", "--port", "0", "--root", str(root)],
+        [sys.executable, "-m", "harness", "server", "--port", "0", "--root", str(root)],
         cwd=PROJECT_ROOT,
         env=_env(),
         stdout=subprocess.PIPE,
@@ -72,7 +72,7 @@ def server(tmp_path_factory):
                 break
         if "process group" not in info:
             proc.wait(timeout=30)
-            pytest.fail(f"python -m harness.server did not start (rc {proc.returncode}):\n{''.join(lines)}\n{proc.stderr.read()[-3000:]}")
+            pytest.fail(f"python -m harness server did not start (rc {proc.returncode}):\n{''.join(lines)}\n{proc.stderr.read()[-3000:]}")
         yield info["MLflow tracking server"].split()[0], root, int(info["process group"]), "".join(lines)
     finally:
         proc.send_signal(signal.SIGTERM)
@@ -87,7 +87,7 @@ def server(tmp_path_factory):
                 if not gone:
                     os.killpg(server_group, signal.SIGKILL)
     assert rc == 0 and "server stopped" in proc.stdout.read()
-    assert gone, "the mlflow server's process group outlived python -m harness.server"
+    assert gone, "the mlflow server's process group outlived python -m harness server"
 
 
 def test_server_command_uses_sqlite_served_artifacts_and_loopback(tmp_path):
