@@ -4,7 +4,7 @@ This module has no Hydra and no MLflow: it takes built components, a
 :class:`~harness.experiment.settings.MetricSettings` and an :class:`EvaluationTools`, so it
 can be called from notebooks and tests directly::
 
-    evaluate(dataset, chunker, retriever, MetricSettings.defaults(ks=[1, 5]), progress=False)
+    evaluate(dataset, chunker, retriever, default_metric_settings(ks=[1, 5]), progress=False)
 """
 
 from __future__ import annotations
@@ -27,8 +27,9 @@ from harness.evaluation.metrics import span as sp
 from harness.evaluation.metrics.budget import budget_recall
 from harness.evaluation.metrics.ir import ChunkIndex, chunk_ir_metrics, chunk_qrels, document_metrics, item_recall, precision_omega, returnable_units
 from harness.evaluation.metrics.ranking import query_metrics
+from harness.evaluation.settings import MetricSettings
 from harness.experiment.phases import mark
-from harness.experiment.settings import MetricSettings
+from harness.experiment.settings import default_metric_settings
 from harness.retrievers.base import Retriever, ranked
 from harness.types import Chunk, Dataset, Query, Run
 
@@ -213,7 +214,7 @@ def evaluate(
         chunker: built chunker.
         retriever: built retriever (empty).
         settings: what is scored (``ks``, relevance rule, budgets, level); None:
-            :meth:`MetricSettings.defaults`. Its ``objective`` is not used here.
+            :func:`harness.experiment.settings.default_metric_settings`. Its ``objective`` is not used here.
         tools: counters, caches and compressor (see :class:`EvaluationTools`); None: none.
         progress: show progress bars.
 
@@ -223,7 +224,7 @@ def evaluate(
     Raises:
         ValueError: the chunker produced no chunks (settings are validated when built).
     """
-    settings = MetricSettings.defaults() if settings is None else settings
+    settings = default_metric_settings() if settings is None else settings
     tools = EvaluationTools() if tools is None else tools
     ks = sorted(set(settings.ks))
     budgets = sorted(set(settings.budgets)) if tools.context_tokenizer is not None else []

@@ -46,8 +46,9 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
+from harness.evaluation.settings import MetricSettings, StatsSettings
 from harness.experiment.build import register_resolvers
-from harness.experiment.settings import MetricSettings, RunSettings, StatsSettings
+from harness.experiment.settings import RunSettings, metric_settings, stats_settings
 from harness.tracking.tracker import EXIT_BUSY  # noqa: E402, F401 - the exit code of a busy skip, documented here
 
 register_resolvers()
@@ -250,9 +251,9 @@ def prepare(cfg: DictConfig) -> Settings:
     """Read and validate the ``metrics`` and ``stats`` settings (nothing is built or loaded).
 
     Raises:
-        ValueError: as :meth:`MetricSettings.from_config` / :meth:`StatsSettings.from_config`.
+        ValueError: as :func:`harness.experiment.settings.metric_settings` / :func:`~harness.experiment.settings.stats_settings`.
     """
-    return Settings(metrics=MetricSettings.from_config(cfg), stats=StatsSettings.from_config(cfg))
+    return Settings(metrics=metric_settings(cfg), stats=stats_settings(cfg))
 
 
 def open_tracking(cfg: DictConfig, run: RunSettings):
