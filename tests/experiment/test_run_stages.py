@@ -10,8 +10,9 @@ import pytest
 from conftest import compose
 
 from harness.chunkers.fixed import FixedChunker
+from harness.evaluation.scoring import per_query_table
 from harness.experiment import run as stages
-from harness.experiment.pipeline import EvaluationTools, evaluate, per_query_table, retrieve, search_depth
+from harness.experiment.pipeline import EvaluationTools, evaluate, retrieve, search_depth
 from harness.experiment.settings import default_metric_settings, metric_settings
 from harness.retrievers.bm25 import BM25Retriever
 from harness.types import Chunk, Dataset, Document, Evidence, Query
