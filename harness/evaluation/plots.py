@@ -10,11 +10,14 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Mapping, Sequence
 
+from harness.evaluation.metrics import families as metric_families
+
 #: Most bins a histogram gets (numpy's "auto" rule, capped so small plots stay legible).
 MAX_BINS = 40
 
-#: Metric families drawn against k in :func:`rank_curve_figure`, when present.
-CURVE_FAMILIES = ("recall", "precision", "iou")
+#: Metric families drawn against k in :func:`rank_curve_figure`, when present: the registry's
+#: ``curve`` families (:func:`harness.evaluation.metrics.families`).
+CURVE_FAMILIES = metric_families("curve")
 
 
 def histogram(values: Sequence[float], max_bins: int = MAX_BINS) -> dict:

@@ -46,6 +46,7 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
+from harness.evaluation.metrics import families as metric_families
 from harness.evaluation.settings import MetricSettings, StatsSettings
 from harness.experiment.build import register_resolvers
 from harness.experiment.settings import RunSettings, metric_settings, stats_settings
@@ -679,9 +680,10 @@ def _skipped(finished: dict, objective: str, run: RunSettings) -> dict:
 
 def headline_names(objective: str) -> list[str]:
     """The metrics a one-line summary shows: the objective, then recall, precision, context
-    precision and IoU at the objective's cut-off (k = 5 when it has none), each once."""
+    precision and IoU at the objective's cut-off (the registry's ``listed`` families; k = 5
+    when it has none), each once."""
     k = objective.rsplit("@", 1)[1] if "@" in objective and objective.rsplit("@", 1)[1].isdigit() else "5"
-    names = [objective] + [f"{family}@{k}" for family in ("recall", "precision", "context_precision", "iou")]
+    names = [objective] + [f"{family}@{k}" for family in metric_families("listed")]
     return list(dict.fromkeys(names))
 
 
@@ -787,7 +789,7 @@ def _results_text(ev) -> str:
         parts.append(compressed)
     if "precision_omega" in ev.metrics:
         parts.append(f"precision_omega  {ev.metrics['precision_omega']:.4f}")
-    chroma = ev.table(families=("chroma_recall", "chroma_precision", "chroma_iou"))
+    chroma = ev.table(families=metric_families("table", convention="chroma"))
     if not chroma.empty:
         parts.append(chroma.to_string(float_format=fmt))
     if "chroma_precision_omega" in ev.metrics:

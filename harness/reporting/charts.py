@@ -11,6 +11,8 @@ import io
 import math
 from typing import Mapping, Sequence
 
+from harness.evaluation.metrics import families as metric_families
+
 #: Colours of the series (matplotlib's default cycle, fixed here so reports look alike).
 COLOURS = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22", "#17becf")
 
@@ -35,8 +37,10 @@ def _svg(fig) -> str:
     return text[text.index("<svg") :]
 
 
-def recall_curve(metrics: Mapping[str, float], ks: Sequence[int], families: Sequence[str] = ("recall", "precision", "iou")) -> str:
-    """``family@k`` against k (one line per family present in ``metrics``); values in [0, 1]."""
+def recall_curve(metrics: Mapping[str, float], ks: Sequence[int], families: Sequence[str] | None = None) -> str:
+    """``family@k`` against k (one line per family present in ``metrics``; ``families`` None:
+    the registry's ``curve`` families, :func:`harness.evaluation.metrics.families`); values in [0, 1]."""
+    families = metric_families("curve") if families is None else families
     fig, ax = _figure()
     for i, family in enumerate(families):
         points = [(k, metrics[f"{family}@{k}"]) for k in ks if f"{family}@{k}" in metrics]
