@@ -31,6 +31,13 @@ gives the formula, range and source; the formulas are implemented in
 :mod:`harness.evaluation.metrics.budget` (token-budget recall) and
 :mod:`harness.evaluation.metrics.chroma` (the ``chroma_*`` families).
 
+Each family names its provider (:attr:`MetricFamily.provider`, a key of
+:data:`harness.evaluation.metrics.providers.PROVIDERS`: the function that computes it and the
+condition under which it applies), which :func:`harness.evaluation.scoring.score_queries`
+iterates, and its display roles (:data:`ROLES`: printed table, curve, headline, listed,
+sweep), which :func:`families` answers in their declared order; no other module lists
+family names.
+
 :func:`mlflow_key` maps every name to an MLflow-safe key (MLflow rejects ``@``):
 ``recall@5`` -> ``recall_at_5``, ``recall@512tok`` -> ``recall_at_512tok``,
 ``precision_omega`` -> ``precision_omega``.
