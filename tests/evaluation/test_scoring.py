@@ -180,9 +180,7 @@ def _hard_coded_lists(path: Path) -> list[tuple[int, list[str]]]:
 
 def test_no_module_outside_the_registry_hard_codes_a_list_of_families():
     registry = PACKAGE / "evaluation" / "metrics"
-    offenders = {
-        str(p.relative_to(PACKAGE)): hits for p in sorted(PACKAGE.rglob("*.py")) if registry not in p.parents and (hits := _hard_coded_lists(p))
-    }
+    offenders = {str(p.relative_to(PACKAGE)): hits for p in sorted(PACKAGE.rglob("*.py")) if registry not in p.parents and (hits := _hard_coded_lists(p))}
     assert offenders == {}, "use harness.evaluation.metrics.families(role) instead"
 
 
