@@ -2,8 +2,10 @@
 
 Owns the metric registry and the span, rank and budget metrics (:mod:`.metrics`; a new
 metric is one :class:`~harness.evaluation.metrics.MetricFamily` entry there with its
-docstring), bootstrap confidence intervals and paired tests (:mod:`.stats`), chunk and
-failure diagnostics (:mod:`.diagnostics`), contextual compression scoring
+docstring and its provider), the scoring of one run over the registry's providers, the
+per-query table and the diagnostics call (:mod:`.scoring`), the frozen
+``MetricSettings``/``StatsSettings`` (:mod:`.settings`), bootstrap confidence intervals
+and paired tests (:mod:`.stats`), chunk and failure diagnostics (:mod:`.diagnostics`), contextual compression scoring
 (:mod:`.compression`), the paired comparison of logged runs (:mod:`.compare`) and the
 figures (:mod:`.plots`).
 

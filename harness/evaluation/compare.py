@@ -38,6 +38,7 @@ from typing import Mapping, Sequence
 
 import pandas as pd
 
+from harness.evaluation.metrics import families as metric_families
 from harness.evaluation.stats import holm, paired_comparison
 from harness.params import Param, check_all
 
@@ -313,8 +314,9 @@ def top_set_of_runs(runs: Mapping[object, LoggedRun], objective: str, settings=N
 SIZE_PARAMS = ("chunker.chunk_size", "chunker.max_chunk_size", "chunker.child_size")
 #: Config params giving a run's overlap, first present wins.
 OVERLAP_PARAMS = ("chunker.chunk_overlap", "chunker.overlap_sentences", "chunker.overlap_paragraphs", "chunker.child_overlap")
-#: Metric families shown per run in the listing, at the chosen k.
-LIST_FAMILIES = ("recall", "precision", "context_precision", "iou")
+#: Metric families shown per run in the listing, at the chosen k: the registry's ``listed``
+#: families (:func:`harness.evaluation.metrics.families`).
+LIST_FAMILIES = metric_families("listed")
 #: Logged metric holding a run's wall-clock time in seconds.
 TIME_METRIC = "time.total_s"
 #: Output formats of the listing.

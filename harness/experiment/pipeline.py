@@ -1,10 +1,12 @@
 """One chunking experiment: chunk -> index -> retrieve -> score, with phase timings.
 
-This module has no Hydra and no MLflow: it takes built components, a
-:class:`~harness.experiment.settings.MetricSettings` and an :class:`EvaluationTools`, so it
+Scoring (per-query metrics, the per-query table, the diagnostics) is
+:mod:`harness.evaluation.scoring`; this module chunks, indexes and searches and hands it the
+run. It has no Hydra and no MLflow: it takes built components, a
+:class:`~harness.evaluation.settings.MetricSettings` and an :class:`EvaluationTools`, so it
 can be called from notebooks and tests directly::
 
-    evaluate(dataset, chunker, retriever, MetricSettings.defaults(ks=[1, 5]), progress=False)
+    evaluate(dataset, chunker, retriever, default_metric_settings(ks=[1, 5]), progress=False)
 """
 
 from __future__ import annotations
@@ -16,21 +18,18 @@ import warnings
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping, Sequence
 
-import numpy as np
 import pandas as pd
 
 from harness.chunkers.base import Chunker
 from harness.evaluation import diagnostics as dg
-from harness.evaluation.audit import AuditRule, audit, misses_with_candidate
-from harness.evaluation.metrics import chroma, is_metric_name, parse_name
-from harness.evaluation.metrics import span as sp
-from harness.evaluation.metrics.budget import budget_recall
-from harness.evaluation.metrics.ir import ChunkIndex, chunk_ir_metrics, chunk_qrels, document_metrics, item_recall, precision_omega, returnable_units
-from harness.evaluation.metrics.ranking import query_metrics
+from harness.evaluation import scoring
+from harness.evaluation.metrics import families as metric_families
+from harness.evaluation.metrics import parse_name
+from harness.evaluation.settings import MetricSettings
 from harness.experiment.phases import mark
-from harness.experiment.settings import MetricSettings
-from harness.retrievers.base import Retriever, ranked
-from harness.types import Chunk, Dataset, Query, Run
+from harness.experiment.settings import default_metric_settings
+from harness.retrievers.base import Retriever
+from harness.types import Chunk, Dataset, Run
 
 
 @dataclass
@@ -81,29 +80,15 @@ class Evaluation:
     chunk_tokens: list[int] | None = None
     ties: dict[str, float] = field(default_factory=dict)
 
-    def table(
-        self,
-        families: Sequence[str] = (
-            "recall",
-            "precision",
-            "iou",
-            "context_precision",
-            "mrr",
-            "context_tokens",
-            "chunk_precision",
-            "item_recall",
-            "hit_rate",
-            "ndcg",
-            "map",
-            "doc_recall",
-            "doc_ndcg",
-        ),
-    ) -> pd.DataFrame:
+    def table(self, families: Sequence[str] | None = None) -> pd.DataFrame:
         """Mean rank cut-off metrics as a table: one row per metric family, one column per k.
 
-        Budget metrics (``recall@512tok``) are in :meth:`budget_table`; parameterless ones
-        (``precision_omega``) in :attr:`metrics`.
+        ``families`` None: the registry's ``table`` families of this project's convention
+        (:func:`harness.evaluation.metrics.families`), in their declared order; a family
+        without values is left out. Budget metrics (``recall@512tok``) are in
+        :meth:`budget_table`; parameterless ones (``precision_omega``) in :attr:`metrics`.
         """
+        families = metric_families("table") if families is None else families
         ks = sorted({p.k for p in map(_parse_or_none, self.metrics) if p is not None and p.k is not None})
         rows = {}
         for fam in families:
@@ -113,12 +98,13 @@ class Evaluation:
         return pd.DataFrame.from_dict(rows, orient="index")
 
     def budget_table(self) -> pd.DataFrame:
-        """Mean budget metrics: rows ``recall`` and ``budget_filled``, one column per budget
+        """Mean budget metrics: rows ``recall`` and ``budget_filled`` (the registry's budget
+        families of the ``table`` role), one column per budget
         (``@512tok``); empty when no budget was scored."""
         parsed = [p for p in map(_parse_or_none, self.metrics) if p is not None and p.budget is not None]
         budgets = sorted({p.budget for p in parsed})
         rows = {}
-        for fam in ("recall", "budget_filled"):
+        for fam in metric_families("table", param="budget"):
             row = {f"@{b}tok": self.metrics.get(f"{fam}@{b}tok") for b in budgets}
             if any(v is not None for v in row.values()):
                 rows[fam] = row
@@ -184,10 +170,12 @@ def evaluate(
 ) -> Evaluation:
     """Run one experiment end to end on an already-loaded dataset.
 
-    Stages, each a function of this module: :func:`chunk_corpus` (or read the chunk set
-    from the cache), ``retriever.index``, :func:`search_depth` and :func:`retrieve`,
-    :func:`score_queries` and :func:`add_unit_metrics`, contextual compression,
-    :func:`per_query_table`, :func:`diagnose`.
+    Stages: :func:`chunk_corpus` (or read the chunk set from the cache),
+    ``retriever.index``, :func:`search_depth` and :func:`retrieve` (this module), then
+    :mod:`harness.evaluation.scoring`: :func:`~harness.evaluation.scoring.score_queries`
+    (every provider of the metric registry), contextual compression,
+    :func:`~harness.evaluation.scoring.per_query_table`,
+    :func:`~harness.evaluation.scoring.diagnose`.
 
     The retriever fetches ``depth * chunker.fetch_multiplier`` indexed chunks per query
     (multiplier 1 unless the strategy sets one; never more than there are chunks);
@@ -213,7 +201,7 @@ def evaluate(
         chunker: built chunker.
         retriever: built retriever (empty).
         settings: what is scored (``ks``, relevance rule, budgets, level); None:
-            :meth:`MetricSettings.defaults`. Its ``objective`` is not used here.
+            :func:`harness.experiment.settings.default_metric_settings`. Its ``objective`` is not used here.
         tools: counters, caches and compressor (see :class:`EvaluationTools`); None: none.
         progress: show progress bars.
 
@@ -223,7 +211,7 @@ def evaluate(
     Raises:
         ValueError: the chunker produced no chunks (settings are validated when built).
     """
-    settings = MetricSettings.defaults() if settings is None else settings
+    settings = default_metric_settings() if settings is None else settings
     tools = EvaluationTools() if tools is None else tools
     ks = sorted(set(settings.ks))
     budgets = sorted(set(settings.budgets)) if tools.context_tokenizer is not None else []
@@ -251,15 +239,29 @@ def evaluate(
 
     mark("score")
     t0 = time.perf_counter()
-    rows, scored = score_queries(dataset, chunker, run, chunks, settings, ks, budgets, depth, count_context, token_ends, progress)
-    add_unit_metrics(rows, dataset, chunker, chunks, run, scored, settings, ks)
-    _add_compression(rows, tools.compressor, dataset, scored, ks, dataset.by_id, count_context)
-    per_query, means = per_query_table(rows)
+    expand = None if type(chunker).expand is Chunker.expand else chunker.expand
+    rows, scored = scoring.score_queries(
+        dataset, run, chunks, settings, ks, budgets, depth, count_context, token_ends, progress, expand=expand, source=chunker.name
+    )
+    scoring.add_compression(rows, tools.compressor, dataset.queries, scored, ks, dataset.by_id, count_context)
+    per_query, means = scoring.per_query_table(rows)
     timings["score"] = time.perf_counter() - t0
 
     mark("diagnostics")
     t0 = time.perf_counter()
-    reasons, stats, chunk_tokens = diagnose(dataset, chunks, scored, ks, per_query, means, tools, retriever.needs_encoder)
+    reasons, stats, chunk_tokens = scoring.diagnose(
+        dataset,
+        chunks,
+        scored,
+        ks,
+        per_query,
+        means,
+        chunk_token_counter=tools.chunk_token_counter,
+        max_seq_length=tools.max_seq_length,
+        token_spans=tools.token_spans,
+        special_tokens=tools.special_tokens,
+        embeds_chunks=retriever.needs_encoder,
+    )
     stats["degenerate_chunking"] = float(degenerate)
     stats["evidence_uncovered_chars"] = float(per_query["evidence_uncovered_chars"].sum())
     timings["diagnostics"] = time.perf_counter() - t0
@@ -353,203 +355,6 @@ def retrieve(dataset: Dataset, chunker: Chunker, retriever: Retriever, n_chunks:
     """Search every query for ``depth * chunker.fetch_multiplier`` indexed chunks (at most ``n_chunks``)."""
     fetch_k = min(n_chunks, depth * int(chunker.fetch_multiplier))
     return retriever.search(dataset.queries, fetch_k)
-
-
-def score_queries(
-    dataset: Dataset,
-    chunker: Chunker,
-    run: Run,
-    chunks: Sequence[Chunk],
-    settings: MetricSettings,
-    ks: Sequence[int],
-    budgets: Sequence[int],
-    depth: int,
-    count_context,
-    token_ends,
-    progress: bool,
-) -> tuple[list[dict[str, Any]], dict[str, list[Chunk]]]:
-    """Span, rank and budget metrics of every query over what the generator receives
-    (with ``settings.convention == "chroma"`` also ``chroma_recall/precision/iou@k`` over
-    the same ranked units, :func:`harness.evaluation.metrics.chroma.retrieval_metrics`).
-
-    Returns:
-        ``(rows, scored)``: one row per query (ids, text, evidence size, metrics,
-        ``retrieved``) in query order, and ``{query_id: the first max(ks) expanded units}``.
-    """
-    by_id = {c.chunk_id: c for c in chunks}
-    documents = dataset.by_id
-    rows = []
-    scored: dict[str, list[Chunk]] = {}
-    queries = dataset.queries
-    if progress:
-        from tqdm.auto import tqdm
-
-        queries = tqdm(queries, desc="score queries", unit="query")
-    fraction, rule = settings.relevance_fraction, settings.relevance
-    for q in queries:
-        hits = [by_id[cid] for cid in ranked(run, q.query_id)]
-        expanded = chunker.expand(hits, documents)  # what the generator receives
-        ranked_chunks = expanded[: max(ks)]
-        scored[q.query_id] = ranked_chunks
-        m = query_metrics(q, ranked_chunks, ks, fraction, count_context, relevance=rule)
-        m.update(item_recall(q, ranked_chunks, ks, fraction, rule))
-        if settings.convention == "chroma":  # beside ours, over the same ranked units
-            m.update(chroma.retrieval_metrics(q, ranked_chunks, ks))
-        if budgets:
-            m.update(budget_recall(q, expanded[:depth], budgets, token_ends, documents))
-        rows.append(
-            {
-                "query_id": q.query_id,
-                "query": q.text,
-                "n_evidence": len(q.evidence),
-                "evidence_chars": sp.size(sp.span_set((e.doc_id, e.span) for e in q.evidence)),
-                **m,
-                "retrieved": ";".join(c.chunk_id for c in ranked_chunks),
-            }
-        )
-    return rows, scored
-
-
-def add_unit_metrics(
-    rows: list[dict[str, Any]],
-    dataset: Dataset,
-    chunker: Chunker,
-    chunks: Sequence[Chunk],
-    run: Run,
-    scored: Mapping[str, list[Chunk]],
-    settings: MetricSettings,
-    ks: Sequence[int],
-) -> None:
-    """Add the qrels metrics (``chunk_precision``, ``hit_rate``, ``ndcg``, ``map``@k),
-    ``precision_omega``, ``n_relevant_chunks``, ``evidence_uncovered_chars``
-    (:func:`uncovered_evidence_chars`, over the same returnable units), at ``level="document"`` the document
-    metrics and, with ``settings.convention == "chroma"``, ``chroma_precision_omega`` (over
-    the same returnable units as ``precision_omega``) to each query's row (``rows`` in
-    ``dataset.queries`` order).
-
-    Qrels-based metrics judge the units the strategy can hand back (the image of expand over
-    the indexed chunks, see :mod:`harness.evaluation.metrics.ir`): never indexed children
-    that cannot be returned, never units returned for other queries. A unit outside that
-    image (an expand that merges hits) joins only the pool of the query it was returned
-    for, with a warning. One trec_eval call for all queries.
-    """
-    documents = dataset.by_id
-    units = returnable_units(chunks, None if type(chunker).expand is Chunker.expand else chunker.expand, documents)
-    unit_index = ChunkIndex(units)
-    unit_ids = {u.chunk_id for u in units}
-    outside = {c.chunk_id for cs in scored.values() for c in cs if c.chunk_id not in unit_ids}
-    if outside:
-        warnings.warn(
-            f"chunker {chunker.name!r}: {len(outside)} returned units are not the expansion of any single indexed chunk; "
-            "each is judged only for the query it was returned for, so ndcg@k and map@k of other queries cannot count it",
-            stacklevel=3,  # the caller of evaluate
-        )
-    fraction, rule = settings.relevance_fraction, settings.relevance
-    qrels = chunk_qrels(dataset.queries, unit_index, fraction, rule, returned=scored)
-    ir = chunk_ir_metrics(qrels, {qid: [c.chunk_id for c in cs] for qid, cs in scored.items()}, ks)
-    doc = document_metrics(dataset.queries, run, {c.chunk_id: c.doc_id for c in chunks}, ks) if settings.level == "document" else {}
-    chroma_units = chroma.units_by_document(units) if settings.convention == "chroma" else None
-    returnable = sp.span_set((u.doc_id, s) for u in units for s in u.spans)
-    for row, q in zip(rows, dataset.queries):
-        row.update(ir[q.query_id])
-        row.update(doc.get(q.query_id, {}))
-        row["precision_omega"] = precision_omega(q, unit_index)
-        if chroma_units is not None:
-            row["chroma_precision_omega"] = chroma.precision_omega(q, chroma_units)
-        row["n_relevant_chunks"] = len(qrels[q.query_id])
-        row["evidence_uncovered_chars"] = uncovered_evidence_chars(q, returnable)
-
-
-def uncovered_evidence_chars(query: Query, returnable: sp.SpanSet) -> int:
-    """Evidence characters of ``query`` (code points of the union of its evidence spans) that
-    lie in no returnable unit (``returnable``: the normalised union of the spans of every
-    unit ``chunker.expand`` can hand back, see :func:`harness.evaluation.metrics.ir.returnable_units`).
-
-    Every character counts, whitespace too, as in span recall: the value is the recall
-    ceiling of the chunking, ``recall@k <= 1 - uncovered / evidence_chars`` at every k, with
-    equality once every returnable unit is retrieved. In ``[0, evidence_chars]``; 0 for a
-    strategy whose units cover the document. (The miss reason ``not_covered`` ignores
-    whitespace, see :mod:`harness.evaluation.diagnostics`.)
-    """
-    evidence = sp.span_set((e.doc_id, e.span) for e in query.evidence)
-    return sp.size(evidence) - sp.intersection_size(evidence, returnable)
-
-
-def per_query_table(rows: list[dict[str, Any]]) -> tuple[pd.DataFrame, dict[str, float]]:
-    """The per-query rows as a DataFrame (id/text columns first, ``retrieved`` last) and the
-    mean of every metric column (names with ``@`` or registered metric names) over every
-    query (:func:`harness.evaluation.stats.query_mean`).
-
-    A per-query value that is not finite (a metric that failed for that query) is set to 0
-    in the table, so the table, its mean and the bootstrap CIs drawn from it agree, and
-    warned about; ``queries.n_failed`` (always present) counts the queries with at least one
-    such value."""
-    from harness.evaluation.stats import query_mean
-
-    per_query = pd.DataFrame(rows)
-    if "retrieved" in per_query.columns:
-        per_query = per_query[[c for c in per_query.columns if c != "retrieved"] + ["retrieved"]]
-    metric_cols = [c for c in per_query.columns if "@" in c or is_metric_name(c)]
-    ids = per_query["query_id"].tolist() if "query_id" in per_query.columns else None
-    means: dict[str, float] = {}
-    failed = np.zeros(len(per_query), dtype=bool)
-    for c in metric_cols:
-        values = pd.to_numeric(per_query[c], errors="coerce").to_numpy(dtype=float)
-        means[c], n_failed = query_mean(values, c, ids)
-        if n_failed:
-            bad = ~np.isfinite(values)
-            failed |= bad
-            per_query[c] = np.where(bad, 0.0, values)
-    means["queries.n_failed"] = float(failed.sum())
-    return per_query, means
-
-
-def diagnose(
-    dataset: Dataset,
-    chunks: Sequence[Chunk],
-    scored: Mapping[str, list[Chunk]],
-    ks: Sequence[int],
-    per_query: pd.DataFrame,
-    means: dict[str, float],
-    tools: EvaluationTools,
-    embeds_chunks: bool,
-) -> tuple[dict[str, dict[int, str | None]], dict[str, float], list[int] | None]:
-    """Miss reasons and chunk-set statistics (see :mod:`harness.evaluation.diagnostics`).
-
-    Adds a ``miss_reason_at_<k>`` column per k to ``per_query`` and the reason shares to
-    ``means`` (in place), with ``diagnostics.miss_with_candidate@<k>``: the share of queries
-    missed at k whose top k holds a likely unlabelled statement of the answer
-    (:func:`harness.evaluation.audit.misses_with_candidate` over the scored ranking). Truncation counts only when ``embeds_chunks`` (the retriever
-    embeds the chunks; BM25 reads whole texts).
-
-    Returns:
-        ``(reasons, chunk_stats, chunk_tokens)``: ``{query_id: {k: reason or None}}``, the
-        chunk-set statistics and the model tokens per chunk (None without
-        ``tools.chunk_token_counter``).
-    """
-    counter, max_seq_length = tools.chunk_token_counter, tools.max_seq_length
-    window = max_seq_length if embeds_chunks else None
-    chunk_tokens = [int(t) for t in counter([c.text for c in chunks])] if counter is not None and chunks else None
-    known = {c.chunk_id: n for c, n in zip(chunks, chunk_tokens)} if chunk_tokens is not None else None
-    reasons = dg.diagnose_queries(
-        dataset.queries, dataset.by_id, chunks, scored, ks, window, tools.token_spans, token_counts=known, special_tokens=tools.special_tokens
-    )
-    for k in ks:  # no "@" in the column name: these are labels, not metrics to average
-        per_query[f"miss_reason_at_{k}"] = [reasons[q.query_id][k] or "" for q in dataset.queries]
-    means.update(dg.aggregate_reasons(reasons, ks))
-    candidates = audit(dataset.queries, dataset.by_id, scored, AuditRule(k=max(ks))) if ks else {}
-    means.update(misses_with_candidate(reasons, candidates, ks))
-    stats = dg.chunk_set_statistics(dataset.documents, chunks, counter, max_seq_length, dataset.queries, token_counts=chunk_tokens)
-    return reasons, stats, chunk_tokens
-
-
-def _add_compression(rows, compressor, dataset, scored, ks, documents, context_token_counter) -> None:
-    """Add the contextual-compression metrics of each query to its row (no-op without an enabled compressor)."""
-    if compressor is None or not getattr(compressor, "enabled", False):
-        return
-    extra = compressor.evaluate(dataset.queries, scored, ks, documents, context_token_counter)
-    for row in rows:
-        row.update(extra[row["query_id"]])
 
 
 def chunk_corpus(dataset: Dataset, chunker: Chunker, progress: bool, chunk_cache=None, chunker_config=None) -> tuple[list[Chunk], dict[str, float]]:

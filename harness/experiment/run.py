@@ -46,8 +46,10 @@ from typing import TYPE_CHECKING, Any
 
 from omegaconf import DictConfig, OmegaConf
 
+from harness.evaluation.metrics import families as metric_families
+from harness.evaluation.settings import MetricSettings, StatsSettings
 from harness.experiment.build import register_resolvers
-from harness.experiment.settings import MetricSettings, RunSettings, StatsSettings
+from harness.experiment.settings import RunSettings, metric_settings, stats_settings
 from harness.params import is_int
 from harness.tracking.tracker import EXIT_BUSY  # noqa: E402, F401 - the exit code of a busy skip, documented here
 
@@ -275,9 +277,9 @@ def prepare(cfg: DictConfig) -> Settings:
     """Read and validate the ``metrics`` and ``stats`` settings (nothing is built or loaded).
 
     Raises:
-        ValueError: as :meth:`MetricSettings.from_config` / :meth:`StatsSettings.from_config`.
+        ValueError: as :func:`harness.experiment.settings.metric_settings` / :func:`~harness.experiment.settings.stats_settings`.
     """
-    return Settings(metrics=MetricSettings.from_config(cfg), stats=StatsSettings.from_config(cfg))
+    return Settings(metrics=metric_settings(cfg), stats=stats_settings(cfg))
 
 
 def open_tracking(cfg: DictConfig, run: RunSettings):
@@ -708,9 +710,10 @@ def _skipped(finished: dict, objective: str, run: RunSettings) -> dict:
 
 def headline_names(objective: str) -> list[str]:
     """The metrics a one-line summary shows: the objective, then recall, precision, context
-    precision and IoU at the objective's cut-off (k = 5 when it has none), each once."""
+    precision and IoU at the objective's cut-off (the registry's ``listed`` families; k = 5
+    when it has none), each once."""
     k = objective.rsplit("@", 1)[1] if "@" in objective and objective.rsplit("@", 1)[1].isdigit() else "5"
-    names = [objective] + [f"{family}@{k}" for family in ("recall", "precision", "context_precision", "iou")]
+    names = [objective] + [f"{family}@{k}" for family in metric_families("listed")]
     return list(dict.fromkeys(names))
 
 
@@ -816,7 +819,7 @@ def _results_text(ev) -> str:
         parts.append(compressed)
     if "precision_omega" in ev.metrics:
         parts.append(f"precision_omega  {ev.metrics['precision_omega']:.4f}")
-    chroma = ev.table(families=("chroma_recall", "chroma_precision", "chroma_iou"))
+    chroma = ev.table(families=metric_families("table", convention="chroma"))
     if not chroma.empty:
         parts.append(chroma.to_string(float_format=fmt))
     if "chroma_precision_omega" in ev.metrics:

@@ -24,11 +24,14 @@ import math
 from pathlib import Path
 from typing import IO, Mapping, Sequence
 
+from harness.evaluation.metrics import families as metric_families
+
 #: Most bins a histogram gets (numpy's "auto" rule, capped so small plots stay legible).
 MAX_BINS = 40
 
-#: Metric families drawn against k (:func:`rank_curve_figure`, :func:`recall_curve`), when present.
-CURVE_FAMILIES = ("recall", "precision", "iou")
+#: Metric families drawn against k (:func:`rank_curve_figure`, :func:`recall_curve`), when present:
+#: the registry's ``curve`` families (:func:`harness.evaluation.metrics.families`).
+CURVE_FAMILIES = metric_families("curve")
 
 #: Colours of the series (matplotlib's default cycle, fixed here so reports look alike).
 COLOURS = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22", "#17becf")

@@ -27,14 +27,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
 
+from harness.evaluation.metrics import families as metric_families
 from harness.params import is_number
 
 #: Artifact names of the compact chunk list and the per-query ranking.
 CHUNKS_ARTIFACT = "chunks.jsonl.gz"
 RANKING_ARTIFACT = "ranking.jsonl.gz"
 
-#: Metric families shown as headline cards (at the report's cut-off ``k``), in order.
-HEADLINE_FAMILIES = ("recall", "precision", "context_precision", "iou", "ndcg", "mrr", "context_tokens")
+#: Metric families shown as headline cards (at the report's cut-off ``k``), in order: the
+#: registry's ``headline`` families (:func:`harness.evaluation.metrics.families`).
+HEADLINE_FAMILIES = metric_families("headline")
 
 #: Miss reasons in precedence order (as :data:`harness.evaluation.diagnostics.REASONS`).
 REASONS = ("not_covered", "boundary_split", "truncated", "rank_miss")

@@ -461,10 +461,10 @@ def validate_candidate(cfg, gate: Gate):
     """
     from harness.evaluation.metrics import parse_name
     from harness.experiment import build
-    from harness.experiment.settings import MetricSettings
+    from harness.experiment.settings import metric_settings
 
     try:
-        metrics = MetricSettings.from_config(cfg)
+        metrics = metric_settings(cfg)
         encoder = build.build_encoder(cfg)
         build.build_chunker(cfg, encoder)
         build.build_retriever(cfg, encoder)

@@ -252,7 +252,7 @@ def run_configuration(name: str, overrides: Sequence[str], base: Sequence[str], 
     from harness.experiment.config import compose
     from harness.experiment.pipeline import chunk_corpus
     from harness.experiment.run import build_components, execute
-    from harness.experiment.settings import MetricSettings
+    from harness.experiment.settings import metric_settings
     from harness.tracking.runs import load_run
 
     cfg = compose([*base, *overrides, *(["resume=false"] if rerun else [])])
@@ -268,7 +268,7 @@ def run_configuration(name: str, overrides: Sequence[str], base: Sequence[str], 
     else:  # skipped: the chunk set from the cache (or chunked again; embeddings come from their cache)
         from harness.cache import Cache
 
-        parts = build_components(cfg, MetricSettings.from_config(cfg))
+        parts = build_components(cfg, metric_settings(cfg))
         cache_root = build.cache_dir(cfg)
         chunks, _ = chunk_corpus(dataset, parts.chunker, False, Cache(cache_root).chunks if cache_root else None, build.chunk_key_config(cfg, parts.encoder))
     counts: dict[str, int] = {ALL: len(chunks)}

@@ -231,14 +231,14 @@ def _check_objectives(space: SearchSpace, overrides: Sequence[str]) -> None:
             not in ``metrics.ks`` / ``metrics.budgets``; a command-line override of a
             searched key.
     """
-    from harness.experiment.settings import MetricSettings
+    from harness.experiment.settings import metric_settings
 
     searched = {p.name for p in space.params}
     for o in overrides:
         key = o.split("=", 1)[0].lstrip("+~")
         if key in searched:
             raise ValueError(f"override {o!r} sets {key!r}, which the search space searches; remove one of them")
-    metrics = MetricSettings.from_config(compose([*space.overrides, *overrides]))
+    metrics = metric_settings(compose([*space.overrides, *overrides]))
     for metric in space.metrics:
         metrics.check_metric(metric, "objectives")
 

@@ -48,6 +48,7 @@ from typing import Any, Callable, Mapping, Sequence
 from hydra.experimental.callback import Callback
 from omegaconf import DictConfig
 
+from harness.evaluation.metrics import families as metric_families
 from harness.params import is_int, is_number
 
 #: File in ``hydra.sweep.dir`` naming the sweep's parent run (``run_id``, ``tracking_uri``, ``experiment_id``, ``pid``)
@@ -66,8 +67,9 @@ NAME_NEUTRAL = ("tracking", "hydra", "paths", "resume", "cache", "embedding.show
 #: (after the jobs' own ``recall_at_5`` in the UI's alphabetical metric lists).
 BEST_PREFIX = "sweep.best_"
 
-#: Metric families copied from each child into the sweep summary (every k), in column order.
-_FAMILY_ORDER = ("recall", "precision", "iou", "context_precision", "mrr", "ndcg")
+#: Metric families copied from each child into the sweep summary (every k), in column order:
+#: the registry's ``sweep`` families (:func:`harness.evaluation.metrics.families`).
+_FAMILY_ORDER = metric_families("sweep")
 _METRIC_COLUMNS = re.compile(rf"^({'|'.join(_FAMILY_ORDER)})_at_\d+$")
 
 
@@ -852,7 +854,7 @@ def summary_text(frame, best: int | None, objective: str, width: int = 8, top: S
 
     key = mlflow_key(objective)
     k = objective.rsplit("@", 1)[1] if "@" in objective and objective.rsplit("@", 1)[1].isdigit() else "5"
-    names = list(dict.fromkeys([objective] + [f"{f}@{k}" for f in ("recall", "precision", "context_precision", "iou")]))
+    names = list(dict.fromkeys([objective] + [f"{f}@{k}" for f in metric_families("listed")]))
     cols = [(n, mlflow_key(n)) for n in names if mlflow_key(n) in frame.columns]
     valued = frame[frame["status"].isin(["FINISHED", "SKIPPED"]) & frame[key].notna()]
     valued = valued.sort_values(key, ascending=lower_is_better(objective), kind="stable")

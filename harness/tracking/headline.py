@@ -34,6 +34,8 @@ import difflib
 import math
 from typing import Any, Iterable, Mapping, Sequence
 
+from harness.evaluation.metrics import families as metric_families
+
 #: Values of ``tracking.metrics``.
 METRIC_MODES = ("headline", "all")
 #: Artifact file of the table holding every value of a run (an MLflow table, pandas "split"
@@ -41,14 +43,16 @@ METRIC_MODES = ("headline", "all")
 METRICS_TABLE = "metrics.json"
 #: The same table as CSV with every digit: what :func:`harness.tracking.runs.run_metrics` reads.
 METRICS_CSV = "metrics.csv"
-#: Families logged as MLflow metrics at every k of ``metrics.ks``.
-HEADLINE_AT_EVERY_K = ("recall", "precision", "context_precision", "iou", "context_tokens")
-#: Families logged as MLflow metrics at k = :data:`HEADLINE_RANK_K` only.
-HEADLINE_AT_RANK_K = ("ndcg", "mrr")
+#: Families logged as MLflow metrics at every k of ``metrics.ks``: the registry's ``headline``
+#: families without the ``at_rank_k`` role (:func:`harness.evaluation.metrics.families`).
+HEADLINE_AT_RANK_K = metric_families("at_rank_k")
+HEADLINE_AT_EVERY_K = tuple(f for f in metric_families("headline") if f not in HEADLINE_AT_RANK_K)
+#: Families logged as MLflow metrics at k = :data:`HEADLINE_RANK_K` only (role ``at_rank_k``).
 #: The k of :data:`HEADLINE_AT_RANK_K` (the largest k of ``metrics.ks`` when it is not one of them).
 HEADLINE_RANK_K = 10
-#: Families logged as MLflow metrics at every budget of ``metrics.budgets``.
-HEADLINE_AT_EVERY_BUDGET = ("recall",)
+#: Families logged as MLflow metrics at every budget of ``metrics.budgets``: the registry's
+#: ``headline`` budget families.
+HEADLINE_AT_EVERY_BUDGET = metric_families("headline", param="budget")
 #: Run statistics logged as MLflow metrics whatever the mode.
 HEADLINE_STATS = ("chunks.n_chunks",)
 #: Prefixes of values logged as MLflow metrics whenever a run has them: an approximate

@@ -131,7 +131,7 @@ def _run(kestrel, cache_dir, chunker_conf):
     from harness.embeddings.model import Encoder
     from harness.experiment import build
     from harness.experiment.pipeline import EvaluationTools, evaluate
-    from harness.experiment.settings import MetricSettings
+    from harness.experiment.settings import default_metric_settings
 
     cfg = compose([f"chunker={chunker_conf[0]}", *chunker_conf[1:], "retriever=faiss"])
     encoder = Encoder(show_progress=False, cache_dir=cache_dir)
@@ -141,7 +141,7 @@ def _run(kestrel, cache_dir, chunker_conf):
         kestrel,
         chunker,
         retriever,
-        MetricSettings.defaults(ks=[1, 5], budgets=()),
+        default_metric_settings(ks=[1, 5], budgets=()),
         EvaluationTools(chunk_cache=hc.ChunkCache(cache_dir / "chunks"), chunker_config=build.to_container(cfg.chunker)),
         progress=False,
     )
@@ -182,7 +182,7 @@ def test_second_identical_run_embeds_nothing_and_a_threshold_sweep_reuses_senten
     from harness.embeddings.model import Encoder
     from harness.experiment import build
     from harness.experiment.pipeline import EvaluationTools, evaluate
-    from harness.experiment.settings import MetricSettings
+    from harness.experiment.settings import default_metric_settings
 
     cfg = compose(["chunker=semantic", "chunker.threshold=0.5", "retriever=bm25"])
     enc4 = Encoder(show_progress=False, cache_dir=tmp_path)
@@ -190,7 +190,7 @@ def test_second_identical_run_embeds_nothing_and_a_threshold_sweep_reuses_senten
         kestrel,
         build.build_chunker(cfg, enc4),
         build.build_retriever(cfg, enc4),
-        MetricSettings.defaults(ks=[1, 5], budgets=()),
+        default_metric_settings(ks=[1, 5], budgets=()),
         EvaluationTools(chunk_cache=hc.ChunkCache(tmp_path / "chunks"), chunker_config=build.to_container(cfg.chunker)),
         progress=False,
     )

@@ -4,7 +4,7 @@ import pytest
 
 from harness.chunkers.hierarchical import HierarchicalChunker, heading_starts
 from harness.experiment.pipeline import EvaluationTools, evaluate
-from harness.experiment.settings import MetricSettings
+from harness.experiment.settings import default_metric_settings
 from harness.retrievers.bm25 import BM25Retriever
 from harness.types import Document
 
@@ -90,7 +90,7 @@ def test_invalid_parameters(kwargs, param):
 
 def test_metrics_score_what_the_generator_receives(kestrel):
     h = HierarchicalChunker(mode="headings", parent_size=512, child_size=64)
-    ev = evaluate(kestrel, h, BM25Retriever(), MetricSettings.defaults(ks=[1, 5]), EvaluationTools(context_token_counter=len), progress=False)
+    ev = evaluate(kestrel, h, BM25Retriever(), default_metric_settings(ks=[1, 5]), EvaluationTools(context_token_counter=len), progress=False)
     for _, row in ev.per_query.head(30).iterrows():
         returned = row["retrieved"].split(";")
         assert len(returned) == len(set(returned)) == 5
@@ -100,6 +100,6 @@ def test_metrics_score_what_the_generator_receives(kestrel):
             assert (s, e) in {tuple(c.metadata["parent_span"]) for c in ev.chunks if c.doc_id == doc_id}
     # recall with parents >= recall of the same children returned unexpanded
     flat = HierarchicalChunker(mode="headings", parent_size=512, child_size=64, return_unit="child")
-    ev_flat = evaluate(kestrel, flat, BM25Retriever(), MetricSettings.defaults(ks=[1, 5]), EvaluationTools(context_token_counter=len), progress=False)
+    ev_flat = evaluate(kestrel, flat, BM25Retriever(), default_metric_settings(ks=[1, 5]), EvaluationTools(context_token_counter=len), progress=False)
     assert ev.metrics["recall@5"] >= ev_flat.metrics["recall@5"]
     assert ev.metrics["context_tokens@5"] > ev_flat.metrics["context_tokens@5"]

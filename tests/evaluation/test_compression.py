@@ -22,7 +22,7 @@ from harness.evaluation.compression import Compressor, from_config
 from harness.evaluation.metrics import mlflow_key
 from harness.experiment import build
 from harness.experiment.pipeline import EvaluationTools, evaluate
-from harness.experiment.settings import MetricSettings
+from harness.experiment.settings import default_metric_settings
 from harness.retrievers.bm25 import BM25Retriever
 from harness.types import Chunk, Dataset, Document, Evidence, Query
 
@@ -73,7 +73,7 @@ def test_compression_keeps_the_evidence_sentence_and_raises_precision(encoder, t
         ds,
         RecursiveChunker(chunk_size=500, unit="chars"),
         BM25Retriever(),
-        MetricSettings.defaults(ks=(1, 2), budgets=()),
+        default_metric_settings(ks=(1, 2), budgets=()),
         EvaluationTools(context_token_counter=len, compressor=compressor),
         progress=False,
     )
@@ -117,7 +117,7 @@ def test_disabled_compression_adds_nothing_and_bad_settings_fail():
         dataset(),
         RecursiveChunker(chunk_size=500, unit="chars"),
         BM25Retriever(),
-        MetricSettings.defaults(ks=(1,), budgets=()),
+        default_metric_settings(ks=(1,), budgets=()),
         EvaluationTools(compressor=Compressor()),
         progress=False,
     )

@@ -24,7 +24,7 @@ from harness.evaluation.metrics.ir import (
 )
 from harness.evaluation.metrics.ranking import RELEVANCE_RULES, is_relevant, query_metrics
 from harness.experiment.pipeline import EvaluationTools, evaluate
-from harness.experiment.settings import MetricSettings
+from harness.experiment.settings import default_metric_settings
 from harness.retrievers.base import Retriever
 from harness.retrievers.bm25 import BM25Retriever
 from harness.text.units import WordCounter
@@ -126,7 +126,7 @@ def test_a_query_that_retrieves_nothing_scores_zero_and_is_counted():
         ds,
         FixedChunker(chunk_size=24, unit="chars"),
         FirstQueryOnly(),
-        MetricSettings.defaults(ks=[1, 4], budgets=[8]),
+        default_metric_settings(ks=[1, 4], budgets=[8]),
         EvaluationTools(context_tokenizer=WordCounter()),
         progress=False,
     )
@@ -375,7 +375,7 @@ def test_span_derived_qrels_mrr_matches_our_mrr_and_properties_hold():
 def test_evaluate_reports_the_whole_suite_on_kestrel(kestrel):
     kw, tools = dict(ks=[1, 5, 10], budgets=[64, 256]), EvaluationTools(context_tokenizer=WordCounter())
     chunker = FixedChunker(chunk_size=400, unit="chars")
-    ev = evaluate(kestrel, chunker, BM25Retriever(), MetricSettings.defaults(level="document", **kw), tools, progress=False)
+    ev = evaluate(kestrel, chunker, BM25Retriever(), default_metric_settings(level="document", **kw), tools, progress=False)
     expected = set(metric_names([1, 5, 10], [64, 256], level="document", context_tokens=False))
     assert expected <= set(ev.metrics)
     for name, v in ev.metrics.items():
@@ -390,7 +390,7 @@ def test_evaluate_reports_the_whole_suite_on_kestrel(kestrel):
     assert {"ndcg", "item_recall", "doc_recall"} <= set(ev.table().index)
     # PrecisionΩ depends on the chunking only; the relevance rules are nested per query
     by_rule = {
-        r: evaluate(kestrel, chunker, BM25Retriever(), MetricSettings.defaults(relevance=r, **kw), tools, progress=False).per_query for r in RELEVANCE_RULES
+        r: evaluate(kestrel, chunker, BM25Retriever(), default_metric_settings(relevance=r, **kw), tools, progress=False).per_query for r in RELEVANCE_RULES
     }
     assert by_rule["any_overlap"]["precision_omega"].tolist() == ev.per_query["precision_omega"].tolist()
     assert (by_rule["contains_evidence"]["hit_rate@5"] <= by_rule["overlap_fraction"]["hit_rate@5"]).all()
@@ -409,4 +409,4 @@ def test_evaluate_reports_the_whole_suite_on_kestrel(kestrel):
 )
 def test_evaluate_rejects_bad_metric_settings(kestrel, kwargs, message):
     with pytest.raises(ValueError, match=message):
-        evaluate(kestrel, FixedChunker(chunk_size=400, unit="chars"), BM25Retriever(), MetricSettings.defaults(**kwargs), progress=False)
+        evaluate(kestrel, FixedChunker(chunk_size=400, unit="chars"), BM25Retriever(), default_metric_settings(**kwargs), progress=False)

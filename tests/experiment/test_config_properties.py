@@ -22,7 +22,7 @@ from omegaconf import OmegaConf
 from harness.experiment.build import DROP, HASH_NEUTRAL, build_chunker, build_retriever, config_hash
 from harness.experiment.config import compose
 from harness.experiment.pipeline import evaluate
-from harness.experiment.settings import MetricSettings
+from harness.experiment.settings import metric_settings
 
 BASE = ["paths.root=/project"]  # every checkout hashes alike
 
@@ -35,7 +35,7 @@ def _results(cfg, dataset):
     """Chunk ids, every per-query number and every mean of one BM25 evaluation of ``cfg``."""
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        ev = evaluate(dataset, build_chunker(cfg), build_retriever(cfg), MetricSettings.from_config(cfg), progress=bool(cfg.embedding.show_progress))
+        ev = evaluate(dataset, build_chunker(cfg), build_retriever(cfg), metric_settings(cfg), progress=bool(cfg.embedding.show_progress))
     numeric = ev.per_query.select_dtypes("number").round(12)
     return (
         tuple(c.chunk_id for c in ev.chunks),

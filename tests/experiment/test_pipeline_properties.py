@@ -27,7 +27,7 @@ from harness.chunkers.sentence import SentenceChunker
 from harness.evaluation.metrics import is_metric_name, value_bounds
 from harness.experiment.build import build_chunker
 from harness.experiment.pipeline import EvaluationTools, evaluate
-from harness.experiment.settings import MetricSettings
+from harness.experiment.settings import default_metric_settings
 from harness.retrievers.base import Retriever, check_chunks, check_k, check_queries
 from harness.retrievers.bm25 import BM25Retriever
 from harness.types import Dataset, Document, Evidence, Query
@@ -44,7 +44,7 @@ CHUNKERS = {
 def _evaluate(dataset: Dataset, chunker_name: str, **metric_changes):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # degenerate chunkings of one-sentence corpora warn; they are still scored
-        return evaluate(dataset, CHUNKERS[chunker_name](), BM25Retriever(), MetricSettings.defaults(ks=KS, budgets=[], **metric_changes), progress=False)
+        return evaluate(dataset, CHUNKERS[chunker_name](), BM25Retriever(), default_metric_settings(ks=KS, budgets=[], **metric_changes), progress=False)
 
 
 def _numbers(ev) -> dict[tuple[str, str], float]:
@@ -132,7 +132,7 @@ def test_retrieving_every_chunk_recalls_all_covered_evidence(strategy):
     def check(dataset):
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            ev = evaluate(dataset, chunker, EveryChunk(), MetricSettings.defaults(ks=[ALL], budgets=[]), progress=False)
+            ev = evaluate(dataset, chunker, EveryChunk(), default_metric_settings(ks=[ALL], budgets=[]), progress=False)
         table = ev.per_query.set_index("query_id")
         # what the strategy can hand back of each document: its indexed chunks, or what they expand to (parents)
         covered = _covered(chunker.expand(list(ev.chunks), dataset.by_id))
@@ -155,7 +155,7 @@ def test_uncovered_evidence_characters_by_hand():
     # (the space at 5) in no chunk: recall can reach 4/5 and no more
     doc = Document("d1.md", "alpha beta")
     dataset = Dataset("hand", (doc,), (Query("q0", "alpha", (Evidence("d1.md", 3, 8, "ha be"),)),))
-    ev = evaluate(dataset, RecursiveChunker(chunk_size=5, unit="chars"), EveryChunk(), MetricSettings.defaults(ks=[1, 2], budgets=[]), progress=False)
+    ev = evaluate(dataset, RecursiveChunker(chunk_size=5, unit="chars"), EveryChunk(), default_metric_settings(ks=[1, 2], budgets=[]), progress=False)
     assert [c.spans for c in ev.chunks] == [((0, 5),), ((6, 10),)]
     row = ev.per_query.iloc[0]
     assert (row["evidence_chars"], row["evidence_uncovered_chars"]) == (5, 1)
@@ -188,7 +188,7 @@ def test_every_reported_value_is_finite_and_in_its_documented_range(dataset, chu
             dataset,
             CHUNKERS[chunker](),
             BM25Retriever(),
-            MetricSettings.defaults(ks=KS, budgets=[8, 64], level=level, convention=convention, relevance=relevance),
+            default_metric_settings(ks=KS, budgets=[8, 64], level=level, convention=convention, relevance=relevance),
             _context_tools(),
             progress=False,
         )
@@ -222,7 +222,7 @@ def test_permuting_documents_or_queries_changes_no_metric_dense(dataset, data):
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             retriever = FaissRetriever(encoder=Encoder(show_progress=False))
-            return evaluate(ds, CHUNKERS["fixed"](), retriever, MetricSettings.defaults(ks=KS, budgets=[]), progress=False)
+            return evaluate(ds, CHUNKERS["fixed"](), retriever, default_metric_settings(ks=KS, budgets=[]), progress=False)
 
     before, after = run(dataset), run(permuted)
     _assert_same(_numbers(before), _numbers(after), "per-query value")

@@ -10,9 +10,10 @@ import pytest
 from conftest import compose
 
 from harness.chunkers.fixed import FixedChunker
+from harness.evaluation.scoring import per_query_table
 from harness.experiment import run as stages
-from harness.experiment.pipeline import EvaluationTools, evaluate, per_query_table, retrieve, search_depth
-from harness.experiment.settings import MetricSettings
+from harness.experiment.pipeline import EvaluationTools, evaluate, retrieve, search_depth
+from harness.experiment.settings import default_metric_settings, metric_settings
 from harness.retrievers.bm25 import BM25Retriever
 from harness.types import Chunk, Dataset, Document, Evidence, Query
 
@@ -32,17 +33,17 @@ def test_prepare_reads_both_groups_and_fails_on_either():
 
 def test_build_components_knows_what_embeds(tmp_path):
     cfg = _cfg(tmp_path)
-    parts = stages.build_components(cfg, MetricSettings.from_config(cfg))
+    parts = stages.build_components(cfg, metric_settings(cfg))
     assert (parts.chunker.name, parts.retriever.name, parts.compressor, parts.embeds) == ("fixed", "bm25", None, False)
     assert parts.context_counter.count("port 8450") == 3  # WordPiece: "port", "84", "##50"
     assert parts.encoder.n_encoded == 0  # nothing embedded by building
     dense = _cfg(tmp_path, "retriever=faiss")
-    assert stages.build_components(dense, MetricSettings.from_config(dense)).embeds
+    assert stages.build_components(dense, metric_settings(dense)).embeds
     compressed = _cfg(tmp_path, "compression.enabled=true")
-    parts = stages.build_components(compressed, MetricSettings.from_config(compressed))
+    parts = stages.build_components(compressed, metric_settings(compressed))
     assert parts.compressor is not None and parts.embeds
     with pytest.raises(ValueError, match="chunker.chunk_size"):
-        stages.build_components(_cfg(tmp_path, "chunker.chunk_size=0"), MetricSettings.from_config(cfg))
+        stages.build_components(_cfg(tmp_path, "chunker.chunk_size=0"), metric_settings(cfg))
 
 
 def test_load_dataset_times_the_load_and_tags_describe_it(tmp_path):
@@ -121,7 +122,7 @@ def test_per_query_table_orders_columns_and_averages_metrics():
 def test_evaluate_takes_settings_and_tools():
     ds = _doc_and_queries()
     chunker = FixedChunker(chunk_size=3, chunk_overlap=0, unit="words")
-    ev = evaluate(ds, chunker, BM25Retriever(), MetricSettings.defaults(ks=[1, 2], budgets=[]), EvaluationTools(context_token_counter=len), progress=False)
+    ev = evaluate(ds, chunker, BM25Retriever(), default_metric_settings(ks=[1, 2], budgets=[]), EvaluationTools(context_token_counter=len), progress=False)
     pq = ev.per_query.set_index("query_id")
     # chunk 1 is "delta epsilon zeta." and holds all 13 evidence characters: recall@1 = 1 for q1
     assert ev.chunks[1].text == "delta epsilon zeta."

@@ -9,14 +9,15 @@ import pytest
 import yaml
 from conftest import PROJECT_ROOT, compose
 
-from harness.experiment.settings import MetricSettings, RunSettings, StatsSettings
+from harness.evaluation.settings import StatsSettings
+from harness.experiment.settings import RunSettings, default_metric_settings, metric_settings, stats_settings
 
 METRICS_YAML = PROJECT_ROOT / "conf" / "metrics" / "default.yaml"
 
 
 def test_metric_settings_hold_the_yaml_values():
     shipped = yaml.safe_load(METRICS_YAML.read_text(encoding="utf-8"))
-    m = MetricSettings.from_config(compose([]))
+    m = metric_settings(compose([]))
     assert dataclasses.asdict(m) == {
         **shipped,
         "ks": tuple(shipped["ks"]),
@@ -28,7 +29,7 @@ def test_metric_settings_hold_the_yaml_values():
 
 
 def test_overrides_arrive_in_config_order_and_settings_are_frozen():
-    m = MetricSettings.from_config(compose(["metrics.ks=[10,5]", "metrics.budgets=[]", "metrics.level=document", "metrics.budget_depth=40"]))
+    m = metric_settings(compose(["metrics.ks=[10,5]", "metrics.budgets=[]", "metrics.level=document", "metrics.budget_depth=40"]))
     assert (m.ks, m.budgets, m.level, m.budget_depth) == ((10, 5), (), "document", 40)
     with pytest.raises(dataclasses.FrozenInstanceError):
         m.ks = (1,)  # type: ignore[misc]
@@ -55,28 +56,28 @@ def test_overrides_arrive_in_config_order_and_settings_are_frozen():
 )
 def test_metric_setting_errors_name_the_key(overrides, message):
     with pytest.raises(ValueError) as info:
-        MetricSettings.from_config(compose(overrides))
+        metric_settings(compose(overrides))
     assert message in str(info.value)
     assert "\n" not in str(info.value)
 
 
 def test_library_defaults_come_from_the_yaml_and_optimise_nothing():
     shipped = yaml.safe_load(METRICS_YAML.read_text(encoding="utf-8"))
-    d = MetricSettings.defaults()
+    d = default_metric_settings()
     assert d.objective is None
     assert (list(d.ks), list(d.budgets), d.relevance_fraction) == (shipped["ks"], shipped["budgets"], shipped["relevance_fraction"])
-    changed = MetricSettings.defaults(ks=[1, 4], budgets=[])  # no k=5: fine without an objective
+    changed = default_metric_settings(ks=[1, 4], budgets=[])  # no k=5: fine without an objective
     assert (changed.ks, changed.budgets, changed.relevance) == ((1, 4), (), shipped["relevance"])
     with pytest.raises(ValueError, match=r"metrics\.budget: unknown setting; did you mean metrics\.budgets\?"):
-        MetricSettings.defaults(budget=[1])
+        default_metric_settings(budget=[1])
     with pytest.raises(ValueError, match=r"metrics\.ks must be a non-empty list"):
-        MetricSettings.defaults(ks=[True])
+        default_metric_settings(ks=[True])
     with pytest.raises(ValueError, match=r"metrics.objective='ndcg@7' needs k=7"):
         dataclasses.replace(changed, objective="ndcg@7")  # a copy is validated too
 
 
 def test_check_metric_explains_what_a_metric_needs():
-    m = MetricSettings.defaults(ks=[1, 5], budgets=[512])
+    m = default_metric_settings(ks=[1, 5], budgets=[512])
     m.check_metric("ndcg@5", "objectives")
     m.check_metric("recall@512tok", "objectives")
     for name, message in [
@@ -91,9 +92,9 @@ def test_check_metric_explains_what_a_metric_needs():
 
 
 def test_stats_settings_and_their_errors():
-    s = StatsSettings.from_config(compose([]))
+    s = stats_settings(compose([]))
     assert (s.bootstrap, s.confidence, s.seed) == (1000, 0.95, 0)
-    assert StatsSettings.from_config(compose(["stats.bootstrap=0", "stats.seed=7"])) == StatsSettings(0, 0.95, 7)
+    assert stats_settings(compose(["stats.bootstrap=0", "stats.seed=7"])) == StatsSettings(0, 0.95, 7)
     for overrides, message in [
         (["stats.bootstrap=-1"], "stats.bootstrap must be an integer >= 0 (0 = no confidence intervals), got -1"),
         (["stats.confidence=1"], "stats.confidence must be in (0, 1), got 1.0"),
@@ -102,7 +103,7 @@ def test_stats_settings_and_their_errors():
         (["~stats.seed"], "stats.seed: missing"),
     ]:
         with pytest.raises(ValueError) as info:
-            StatsSettings.from_config(compose(overrides))
+            stats_settings(compose(overrides))
         assert message in str(info.value), overrides
 
 

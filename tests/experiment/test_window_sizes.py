@@ -82,10 +82,10 @@ def test_real_backends_report_their_window():
 
 def test_a_retriever_depth_below_the_deepest_cut_off_is_refused_before_loading():
     from harness.experiment.run import build_components
-    from harness.experiment.settings import MetricSettings
+    from harness.experiment.settings import metric_settings
 
     cfg = compose(["retriever=hybrid", "retriever.depth=5"])
     with pytest.raises(ValueError, match=r"retriever\.depth=5 is below the deepest cut-off max\(metrics\.ks\)=10"):
-        build_components(cfg, MetricSettings.from_config(cfg))
+        build_components(cfg, metric_settings(cfg))
     cfg = compose(["retriever=hybrid", "retriever.depth=10"])
-    assert build_components(cfg, MetricSettings.from_config(cfg)).retriever.depth == 10
+    assert build_components(cfg, metric_settings(cfg)).retriever.depth == 10

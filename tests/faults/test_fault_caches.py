@@ -99,7 +99,7 @@ def run_once(dataset, cache_dir: Path):
     from harness.embeddings.model import Encoder
     from harness.experiment import build
     from harness.experiment.pipeline import EvaluationTools, evaluate
-    from harness.experiment.settings import MetricSettings
+    from harness.experiment.settings import default_metric_settings
 
     cfg = _config()
     encoder = Encoder(show_progress=False, cache_dir=cache_dir)
@@ -107,7 +107,7 @@ def run_once(dataset, cache_dir: Path):
         dataset,
         build.build_chunker(cfg, encoder),
         build.build_retriever(cfg, encoder),
-        MetricSettings.defaults(ks=[1, 3], budgets=()),
+        default_metric_settings(ks=[1, 3], budgets=()),
         EvaluationTools(chunk_cache=hc.Cache(cache_dir).chunks, chunker_config=build.to_container(cfg.chunker)),
         progress=False,
     )

@@ -127,7 +127,7 @@ def test_a_run_with_chunks_over_the_window_warns_once_with_the_chunk_count(tmp_p
     from harness.embeddings.model import Encoder
     from harness.experiment import build
     from harness.experiment.pipeline import EvaluationTools, evaluate
-    from harness.experiment.settings import MetricSettings
+    from harness.experiment.settings import default_metric_settings
     from harness.types import Dataset, Document, Evidence, Query
 
     docs = (
@@ -150,7 +150,7 @@ def test_a_run_with_chunks_over_the_window_warns_once_with_the_chunk_count(tmp_p
             dataset,
             build.build_chunker(cfg, enc),
             build.build_retriever(cfg, enc),
-            MetricSettings.defaults(ks=[1], budgets=()),
+            default_metric_settings(ks=[1], budgets=()),
             EvaluationTools(chunk_token_counter=enc.count_tokens, max_seq_length=enc.max_seq_length),
             progress=False,
         )

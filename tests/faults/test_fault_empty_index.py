@@ -17,7 +17,7 @@ from harness.chunkers.fixed import FixedChunker
 from harness.datasets.native import load_native
 from harness.datasets.validate import DatasetError
 from harness.experiment.pipeline import evaluate
-from harness.experiment.settings import MetricSettings
+from harness.experiment.settings import default_metric_settings
 from harness.retrievers.bm25 import BM25Retriever
 from harness.retrievers.faiss import FaissRetriever
 from harness.types import Chunk, Dataset, Document, Evidence, Query
@@ -92,4 +92,4 @@ def test_pipeline_refuses_a_corpus_that_yields_no_chunks():
     doc = Document("ws.txt", "   \n\n  ")
     ds = Dataset(name="blank", documents=(doc,), queries=(Query("q", "x?", (Evidence("ws.txt", 0, 3),)),))
     with pytest.raises(ValueError, match=r"produced no chunks for dataset 'blank'"):
-        evaluate(ds, FixedChunker(chunk_size=5, unit="words"), BM25Retriever(), MetricSettings.defaults(ks=(1,), budgets=()), progress=False)
+        evaluate(ds, FixedChunker(chunk_size=5, unit="words"), BM25Retriever(), default_metric_settings(ks=(1,), budgets=()), progress=False)

@@ -233,7 +233,7 @@ def test_the_issue_example_scores_failed_queries_zero_and_counts_them():
 
 
 def test_a_run_table_with_a_failed_query_logs_n_failed_and_a_mean_over_every_query():
-    from harness.experiment.pipeline import per_query_table
+    from harness.evaluation.scoring import per_query_table
 
     rows = [
         {"query_id": "q1", "recall@5": 1.0, "iou@5": 0.5},

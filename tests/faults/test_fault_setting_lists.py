@@ -17,7 +17,7 @@ from conftest import PROJECT_ROOT
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from harness.experiment.settings import MetricSettings
+from harness.experiment.settings import default_metric_settings
 
 
 @pytest.mark.parametrize(
@@ -29,7 +29,7 @@ from harness.experiment.settings import MetricSettings
 )
 def test_a_value_listed_twice_is_refused_naming_the_setting(changes, message):
     with pytest.raises(ValueError, match=message):
-        MetricSettings.defaults(**changes)
+        default_metric_settings(**changes)
 
 
 def test_the_run_refuses_it_in_one_line_before_any_work(tmp_path):
@@ -60,7 +60,7 @@ def test_the_run_refuses_it_in_one_line_before_any_work(tmp_path):
 def test_a_list_of_cut_offs_is_accepted_exactly_when_its_values_are_distinct(ks):
     distinct = len(set(ks)) == len(ks)
     try:
-        got = MetricSettings.defaults(ks=ks, budgets=[])
+        got = default_metric_settings(ks=ks, budgets=[])
     except ValueError as exc:
         assert not distinct
         assert "metrics.ks lists" in str(exc)

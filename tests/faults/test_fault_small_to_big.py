@@ -26,7 +26,7 @@ from harness.chunkers.fixed import FixedChunker
 from harness.chunkers.hierarchical import HierarchicalChunker
 from harness.chunkers.recursive import RecursiveChunker
 from harness.experiment.pipeline import evaluate
-from harness.experiment.settings import MetricSettings
+from harness.experiment.settings import default_metric_settings
 from harness.retrievers.base import Retriever
 from harness.retrievers.bm25 import BM25Retriever
 from harness.types import Chunk, Dataset, Document, Evidence, Query
@@ -81,7 +81,7 @@ def parent_chunker(**kw):
 
 def score(queries, rankings, chunker, docs=(DOC,), **kw):
     ds = Dataset("small-to-big", tuple(docs), tuple(queries))
-    ev = evaluate(ds, chunker, GivenRanking(rankings), MetricSettings.defaults(ks=KS, budgets=(), **kw), progress=False)
+    ev = evaluate(ds, chunker, GivenRanking(rankings), default_metric_settings(ks=KS, budgets=(), **kw), progress=False)
     return ev, ev.per_query.set_index("query_id")
 
 
@@ -419,7 +419,7 @@ def test_harness_equals_brute_force_on_random_rankings(name):
 def test_kestrel_with_bm25_equals_brute_force(kestrel, chunker):
     """Real BM25 rankings on the bundled dataset, every query checked against the oracle."""
     ds = Dataset("kestrel-sub", kestrel.documents, kestrel.queries[:60])
-    ev = evaluate(ds, chunker, BM25Retriever(), MetricSettings.defaults(ks=KS, budgets=()), progress=False)
+    ev = evaluate(ds, chunker, BM25Retriever(), default_metric_settings(ks=KS, budgets=()), progress=False)
     pq = ev.per_query.set_index("query_id")
     by_id = {c.chunk_id: c for c in ev.chunks}
     docs = list(ds.documents)
@@ -456,7 +456,7 @@ def test_small_to_big_scores_like_indexing_the_returned_units_directly(kestrel, 
     rng = random.Random(f"same-units/{rule}")
     rankings = {q.query_id: rng.sample([c.chunk_id for c in children], 25) for q in queries}
     ds = Dataset("kestrel-sub", kestrel.documents, queries)
-    small = evaluate(ds, h, GivenRanking(rankings), MetricSettings.defaults(ks=KS, budgets=(), relevance=rule), progress=False).per_query.set_index("query_id")
+    small = evaluate(ds, h, GivenRanking(rankings), default_metric_settings(ks=KS, budgets=(), relevance=rule), progress=False).per_query.set_index("query_id")
     parents: dict[str, list[tuple[int, int]]] = {}
     for c in children:
         span = tuple(c.metadata["parent_span"])
@@ -464,7 +464,7 @@ def test_small_to_big_scores_like_indexing_the_returned_units_directly(kestrel, 
             parents[c.doc_id].append(span)
     direct_rankings = {qid: small.loc[qid, "retrieved"].split(";") if small.loc[qid, "retrieved"] else [] for qid in small.index}
     big = evaluate(
-        ds, GivenSpans(parents), GivenRanking(direct_rankings), MetricSettings.defaults(ks=KS, budgets=(), relevance=rule), progress=False
+        ds, GivenSpans(parents), GivenRanking(direct_rankings), default_metric_settings(ks=KS, budgets=(), relevance=rule), progress=False
     ).per_query.set_index("query_id")
     assert (big["retrieved"] == small["retrieved"]).all()
     cols = [f"{f}@{k}" for f in ("ndcg", "map", "chunk_precision", "hit_rate", "mrr", "recall") for k in KS] + ["precision_omega", "n_relevant_chunks"]

@@ -27,7 +27,7 @@ from hypothesis import strategies as st
 
 from harness.chunkers.fixed import FixedChunker
 from harness.experiment.pipeline import evaluate
-from harness.experiment.settings import MetricSettings
+from harness.experiment.settings import default_metric_settings
 from harness.retrievers.base import ranked
 from harness.retrievers.bm25 import BM25Retriever, bm25_tokenize
 from harness.types import Chunk, Dataset, Document, Evidence, Query
@@ -159,7 +159,7 @@ def test_pipeline_recall_of_a_query_without_matching_tokens_is_zero():
     )
     ds = Dataset(name="tiny", documents=(DOC,), queries=queries)
     chunker = FixedChunker(chunk_size=6, chunk_overlap=0, unit="words")
-    ev = evaluate(ds, chunker, BM25Retriever(), MetricSettings.defaults(ks=(5,), budgets=()), progress=False)
+    ev = evaluate(ds, chunker, BM25Retriever(), default_metric_settings(ks=(5,), budgets=()), progress=False)
     assert [c.text for c in ev.chunks] == LINES
     per = ev.per_query.set_index("query_id")
     assert per.loc["punct", "recall@5"] == 0.0
@@ -396,7 +396,7 @@ def test_queries_whose_tie_crosses_a_cutoff_are_counted():
         def chunk(self, doc):
             return [c for c in cs if c.doc_id == doc.doc_id]
 
-    ev = evaluate(ds, TwinChunker(), BM25Retriever(), MetricSettings.defaults(ks=(1, 2, 4, 5), budgets=()), progress=False)
+    ev = evaluate(ds, TwinChunker(), BM25Retriever(), default_metric_settings(ks=(1, 2, 4, 5), budgets=()), progress=False)
     # ranks 1..4 tie: the cut at 1 and at 2 splits the tie (rank k and k + 1 score alike); at 4
     # the tie ends (rank 5 does not exist for "broker": only four chunks share a token)
     assert ev.ties == {"ties.crossing_at_1": 1.0, "ties.crossing_at_2": 1.0, "ties.crossing_at_4": 0.0, "ties.crossing_at_5": 0.0}

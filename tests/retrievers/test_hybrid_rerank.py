@@ -20,7 +20,7 @@ from harness.chunkers.recursive import RecursiveChunker
 from harness.evaluation.metrics import metric_names
 from harness.experiment import build
 from harness.experiment.pipeline import evaluate
-from harness.experiment.settings import MetricSettings
+from harness.experiment.settings import default_metric_settings
 from harness.retrievers import rerank as rerank_module
 from harness.retrievers.base import ranked
 from harness.retrievers.bm25 import BM25Retriever
@@ -457,14 +457,14 @@ def test_hybrid_and_rerank_end_to_end(dataset_name, request, encoder, cross_enco
     dataset = request.getfixturevalue(dataset_name)  # chroma skips when the shared copy is missing
     chunker = RecursiveChunker(chunk_size=254)
     fusion = {"kestrel": "rrf", "chroma": "weighted"}[dataset_name]
-    hybrid = evaluate(dataset, chunker, HybridRetriever(encoder=encoder, fusion=fusion), MetricSettings.defaults(ks=KS, budgets=[]), progress=False)
+    hybrid = evaluate(dataset, chunker, HybridRetriever(encoder=encoder, fusion=fusion), default_metric_settings(ks=KS, budgets=[]), progress=False)
     check_evaluation(hybrid, dataset, KS)
     assert hybrid.metrics["recall@5"] > 0.2  # the fused retrievers do find evidence on these corpora
     assert all(len(v) == 10 for v in hybrid.run.values())  # the dense side always has 10 candidates
 
     # the reranker over a hybrid first stage (kestrel; its embeddings are cached by now) or BM25 (chroma: no encoder)
     subset = dataclasses.replace(dataset, queries=dataset.queries[:RERANK_QUERIES])
-    settings_ = MetricSettings.defaults(ks=RERANK_KS, budgets=[])
+    settings_ = default_metric_settings(ks=RERANK_KS, budgets=[])
     stage = {"kestrel": HybridRetriever(encoder=encoder, fusion=fusion), "chroma": BM25Retriever()}[dataset_name]
     first = evaluate(subset, chunker, stage, settings_, progress=False)
     retr = RerankRetriever(

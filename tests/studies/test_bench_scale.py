@@ -15,13 +15,13 @@ from harness.studies import bench_scale as bs
 def test_phase_meter_times_and_measures_every_phase_of_a_real_evaluation(kestrel):
     from harness.chunkers.fixed import FixedChunker
     from harness.experiment.pipeline import evaluate
-    from harness.experiment.settings import MetricSettings
+    from harness.experiment.settings import default_metric_settings
     from harness.retrievers.bm25 import BM25Retriever
 
     meter = bs.PhaseMeter()
     seen: list[str] = []
     with listening(meter), listening(seen.append):
-        evaluate(kestrel, FixedChunker(chunk_size=300, chunk_overlap=0, unit="chars"), BM25Retriever(), MetricSettings.defaults(ks=[1, 5]), progress=False)
+        evaluate(kestrel, FixedChunker(chunk_size=300, chunk_overlap=0, unit="chars"), BM25Retriever(), default_metric_settings(ks=[1, 5]), progress=False)
         mark("end")
     mark("load")  # no listener any more: nothing recorded
     assert seen == ["chunk", "index", "search", "score", "diagnostics", "end"]

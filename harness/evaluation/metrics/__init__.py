@@ -31,6 +31,13 @@ gives the formula, range and source; the formulas are implemented in
 :mod:`harness.evaluation.metrics.budget` (token-budget recall) and
 :mod:`harness.evaluation.metrics.chroma` (the ``chroma_*`` families).
 
+Each family names its provider (:attr:`MetricFamily.provider`, a key of
+:data:`harness.evaluation.metrics.providers.PROVIDERS`: the function that computes it and the
+condition under which it applies), which :func:`harness.evaluation.scoring.score_queries`
+iterates, and its display roles (:data:`ROLES`: printed table, curve, headline, listed,
+sweep), which :func:`families` answers in their declared order; no other module lists
+family names.
+
 :func:`mlflow_key` maps every name to an MLflow-safe key (MLflow rejects ``@``):
 ``recall@5`` -> ``recall_at_5``, ``recall@512tok`` -> ``recall_at_512tok``,
 ``precision_omega`` -> ``precision_omega``.
@@ -40,6 +47,22 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+
+#: Display roles a family can hold (:attr:`MetricFamily.roles`) and where each is read.
+ROLES: dict[str, str] = {
+    "table": "rows of the printed results tables (harness.experiment.pipeline.Evaluation.table and budget_table; the chroma_* families in their own table)",
+    "curve": "lines of the metric@k-against-k figure (harness.evaluation.plots, harness.reporting.charts)",
+    "headline": "logged as MLflow metrics (harness.tracking.headline) and shown as the report's headline cards (harness.reporting.model)",
+    "at_rank_k": "a headline family logged at the one rank cut-off harness.tracking.headline.HEADLINE_RANK_K instead of every k",
+    "listed": "the one-line summaries: the run and job lines (harness.experiment.run), the sweep table "
+    "(harness.tracking.callbacks) and the run listing (harness.evaluation.compare)",
+    "sweep": "columns copied from each job into a sweep's summary table (harness.tracking.callbacks)",
+}
+
+
+def _roles(**positions: int) -> tuple[tuple[str, int], ...]:
+    """``_roles(table=1, curve=1)`` -> ``(("table", 1), ("curve", 1))``: a family's roles with its position in each."""
+    return tuple(positions.items())
 
 
 @dataclass(frozen=True)
@@ -60,6 +83,17 @@ class MetricFamily:
         source: where the definition comes from.
         convention: ``"harness"`` (always reported) or ``"chroma"`` (reported only with
             ``metrics.convention=chroma``, see :mod:`harness.evaluation.metrics.chroma`).
+        provider: name of the :class:`~harness.evaluation.metrics.providers.Provider` in
+            :data:`harness.evaluation.metrics.providers.PROVIDERS` that computes the family
+            (one provider may compute several families, as an ir_measures provider serves
+            several measures); :attr:`compute` is that provider.
+        roles: ``((role, position), ...)``: where the family is shown, one of :data:`ROLES`
+            each, with its 1-based position among the families of that role (the column or
+            row order); empty when the family is reported only in the full tables.
+
+    Raises:
+        ValueError: on construction, an empty ``provider``, a role not in :data:`ROLES`, or a
+            role listed twice.
     """
 
     name: str
@@ -69,6 +103,39 @@ class MetricFamily:
     formula: str
     source: str
     convention: str = "harness"
+    provider: str = ""
+    roles: tuple[tuple[str, int], ...] = ()
+
+    def __post_init__(self) -> None:
+        if not self.provider:
+            raise ValueError(f"metric family {self.pattern!r}: no provider; name the function that computes it")
+        names = [r for r, _ in self.roles]
+        for role in names:
+            if role not in ROLES:
+                raise ValueError(f"metric family {self.pattern!r}: unknown role {role!r}; expected one of {sorted(ROLES)}")
+        if len(set(names)) != len(names):
+            raise ValueError(f"metric family {self.pattern!r}: a role is listed twice in {self.roles!r}")
+
+    @property
+    def role_names(self) -> tuple[str, ...]:
+        """The roles of the family, in :data:`ROLES` order."""
+        return tuple(r for r in ROLES if r in dict(self.roles))
+
+    def position(self, role: str) -> int | None:
+        """The family's 1-based position among the families of ``role``; None without the role."""
+        return dict(self.roles).get(role)
+
+    @property
+    def compute(self):
+        """The :class:`~harness.evaluation.metrics.providers.Provider` that computes this family
+        (imported on first use, so the registry stays free of heavy imports).
+
+        Raises:
+            KeyError: :attr:`provider` names no provider.
+        """
+        from harness.evaluation.metrics.providers import PROVIDERS
+
+        return PROVIDERS[self.provider]
 
     @property
     def pattern(self) -> str:
@@ -83,9 +150,36 @@ _IR = "standard IR definition (Manning et al., Introduction to IR, ch. 8); compu
 
 _FAMILY_LIST = (
     # --- span metrics at rank cut-off k (E evidence chars, R_k union of top-k chunk spans)
-    MetricFamily("recall", "k", "span", "[0, 1]", "|E ∩ R_k| / |E|: share of evidence characters covered by the union of the top-k chunk spans", _SPAN),
-    MetricFamily("precision", "k", "span", "[0, 1]", "|E ∩ R_k| / |R_k|: share of retrieved characters that are evidence; 0 if nothing retrieved", _SPAN),
-    MetricFamily("iou", "k", "span", "[0, 1]", "|E ∩ R_k| / |E ∪ R_k| in characters", _SPAN),
+    MetricFamily(
+        "recall",
+        "k",
+        "span",
+        "[0, 1]",
+        "|E ∩ R_k| / |E|: share of evidence characters covered by the union of the top-k chunk spans",
+        _SPAN,
+        provider="span_rank",
+        roles=_roles(table=1, curve=1, sweep=1, headline=1, listed=1),
+    ),
+    MetricFamily(
+        "precision",
+        "k",
+        "span",
+        "[0, 1]",
+        "|E ∩ R_k| / |R_k|: share of retrieved characters that are evidence; 0 if nothing retrieved",
+        _SPAN,
+        provider="span_rank",
+        roles=_roles(table=2, curve=2, sweep=2, headline=2, listed=2),
+    ),
+    MetricFamily(
+        "iou",
+        "k",
+        "span",
+        "[0, 1]",
+        "|E ∩ R_k| / |E ∪ R_k| in characters",
+        _SPAN,
+        provider="span_rank",
+        roles=_roles(table=3, curve=3, sweep=3, headline=4, listed=4),
+    ),
     MetricFamily(
         "precision_omega",
         "none",
@@ -96,6 +190,7 @@ _FAMILY_LIST = (
         "that overlaps E (any overlap, independent of metrics.relevance); 0 if no unit overlaps E. Depends on the "
         "chunking only: the span precision of an ideal retriever that returns exactly the units touching the evidence",
         "PrecisionΩ of Smith & Troynikov (Chroma, 2024), on characters",
+        provider="precision_omega",
     ),
     # --- span recall at a token budget
     MetricFamily(
@@ -106,6 +201,8 @@ _FAMILY_LIST = (
         "|E ∩ R_B| / |E| where R_B is the source text of the ranked chunks taken in rank order until B context tokens; "
         "the chunk that crosses the budget contributes its first tokens only (character span of those tokens)",
         "this project (equal-context-budget comparison)",
+        provider="budget",
+        roles=_roles(table=1, headline=1),
     ),
     MetricFamily(
         "budget_filled",
@@ -114,6 +211,8 @@ _FAMILY_LIST = (
         "[0, 1]",
         "1 if the fetched ranked list held at least B context tokens, else 0 (the mean is the share of queries whose recall@Btok used the full budget)",
         "this project",
+        provider="budget",
+        roles=_roles(table=2),
     ),
     # --- rank metrics on binary chunk relevance (metrics.relevance)
     MetricFamily(
@@ -123,8 +222,19 @@ _FAMILY_LIST = (
         "[0, 1]",
         "Σ_{i<=k} P@i · v_i / Σ_{i<=k} v_i, v_i = 1 if chunk i is relevant; 0 when no top-k chunk is relevant",
         "Es et al., 'RAGAS: Automated Evaluation of Retrieval Augmented Generation', 2023",
+        provider="span_rank",
+        roles=_roles(table=4, sweep=4, headline=3, listed=3),
     ),
-    MetricFamily("mrr", "k", "chunk", "[0, 1]", "1 / rank of the first relevant chunk within the top k, else 0", _IR),
+    MetricFamily(
+        "mrr",
+        "k",
+        "chunk",
+        "[0, 1]",
+        "1 / rank of the first relevant chunk within the top k, else 0",
+        _IR,
+        provider="span_rank",
+        roles=_roles(table=5, sweep=5, headline=6, at_rank_k=2),
+    ),
     MetricFamily(
         "chunk_precision",
         "k",
@@ -132,6 +242,8 @@ _FAMILY_LIST = (
         "[0, 1]",
         "(# relevant chunks in the top k) / k; k is the divisor even when fewer than k chunks were retrieved",
         _IR,
+        provider="chunk_ir",
+        roles=_roles(table=7),
     ),
     MetricFamily(
         "item_recall",
@@ -140,8 +252,10 @@ _FAMILY_LIST = (
         "[0, 1]",
         "(# distinct evidence spans e with a top-k chunk relevant to e) / (# distinct evidence spans)",
         "this project (evidence-item recall, as in BEIR-style recall with evidence spans as the items)",
+        provider="item_recall",
+        roles=_roles(table=8),
     ),
-    MetricFamily("hit_rate", "k", "chunk", "[0, 1]", "1 if any top-k chunk is relevant, else 0", _IR),
+    MetricFamily("hit_rate", "k", "chunk", "[0, 1]", "1 if any top-k chunk is relevant, else 0", _IR, provider="chunk_ir", roles=_roles(table=9)),
     MetricFamily(
         "ndcg",
         "k",
@@ -152,6 +266,8 @@ _FAMILY_LIST = (
         "chunker.expand over the indexed chunks: distinct parents for return_unit=parent, windows for window, "
         "the chunks themselves for plain chunkers); 0 when R = 0",
         "Järvelin & Kekäläinen, 'Cumulated gain-based evaluation of IR techniques', TOIS 2002; " + _IR,
+        provider="chunk_ir",
+        roles=_roles(table=10, sweep=6, headline=5, at_rank_k=1),
     ),
     MetricFamily(
         "map",
@@ -161,6 +277,8 @@ _FAMILY_LIST = (
         "AP@k = Σ_{i<=k} P@i · rel_i / R over the returned units, R = # returnable units relevant to the query "
         "(as for ndcg; children that are never returned do not count); 0 when R = 0 (trec_eval's AP with cut-off)",
         _IR,
+        provider="chunk_ir",
+        roles=_roles(table=11),
     ),
     # --- document level (metrics.level=document)
     MetricFamily(
@@ -171,6 +289,8 @@ _FAMILY_LIST = (
         "(# relevant documents among the top-k documents) / (# relevant documents); documents ranked by their best "
         "chunk (max-pooled chunk score); a document is relevant when it holds evidence",
         "BEIR (Thakur et al., 2021) document-level recall; " + _IR,
+        provider="document",
+        roles=_roles(table=12),
     ),
     MetricFamily(
         "doc_ndcg",
@@ -179,6 +299,8 @@ _FAMILY_LIST = (
         "[0, 1]",
         "nDCG@k over the max-pooled document ranking with binary document relevance",
         "BEIR (Thakur et al., 2021); " + _IR,
+        provider="document",
+        roles=_roles(table=13),
     ),
     # --- context size
     MetricFamily(
@@ -188,6 +310,8 @@ _FAMILY_LIST = (
         "[0, ∞)",
         "tokens of the top-k chunks' texts summed (what a generator reads), counted with metrics.context_tokenizer",
         "this project",
+        provider="span_rank",
+        roles=_roles(table=6, headline=7),
     ),
     # --- Chroma's conventions (metrics.convention=chroma only), beside ours; see metrics/chroma.py
     MetricFamily(
@@ -200,6 +324,8 @@ _FAMILY_LIST = (
         "count twice); 0 without evidence" + _CHROMA_ONLY,
         _CHROMA,
         "chroma",
+        provider="chroma_span",
+        roles=_roles(table=1),
     ),
     MetricFamily(
         "chroma_precision",
@@ -210,6 +336,8 @@ _FAMILY_LIST = (
         "repeated units count twice); 0 if nothing retrieved" + _CHROMA_ONLY,
         _CHROMA,
         "chroma",
+        provider="chroma_span",
+        roles=_roles(table=2),
     ),
     MetricFamily(
         "chroma_iou",
@@ -219,6 +347,8 @@ _FAMILY_LIST = (
         "N_k / (Σ_{c in top k} |c| + Σ |unused_k|), unused_k the evidence spans minus every intersection with a top-k unit" + _CHROMA_ONLY,
         _CHROMA,
         "chroma",
+        provider="chroma_span",
+        roles=_roles(table=3),
     ),
     MetricFamily(
         "chroma_precision_omega",
@@ -230,6 +360,7 @@ _FAMILY_LIST = (
         "that only touches the evidence counts), unused_Ω the evidence no unit intersects; 0 when the denominator is 0" + _CHROMA_ONLY,
         _CHROMA,
         "chroma",
+        provider="chroma_precision_omega",
     ),
 )
 
@@ -240,6 +371,27 @@ FAMILIES: dict[str, MetricFamily] = {f.pattern: f for f in _FAMILY_LIST}
 #: the first version of this module, so it holds this project's convention only (no
 #: ``chroma_*`` family); :data:`FAMILIES` is the full registry.
 METRICS: dict[str, tuple[str, str]] = {f.name: (f.range, f.formula) for f in _FAMILY_LIST if f.param == "k" and f.convention == "harness"}
+
+
+def families(role: str, param: str = "k", convention: str = "harness") -> tuple[str, ...]:
+    """Names of the registered families holding ``role``, in the role's declared order.
+
+    Args:
+        role: one of :data:`ROLES` (``"table"``, ``"headline"``, ...).
+        param: ``"k"``, ``"budget"`` or ``"none"``: only families of that parameter kind.
+        convention: only families of that :attr:`MetricFamily.convention`.
+
+    Returns:
+        e.g. ``families("curve")`` -> ``("recall", "precision", "iou")``; a name appears once.
+
+    Raises:
+        ValueError: ``role`` is not in :data:`ROLES`.
+    """
+    if role not in ROLES:
+        raise ValueError(f"unknown metric role {role!r}; expected one of {sorted(ROLES)}")
+    held = [f for f in _FAMILY_LIST if f.param == param and f.convention == convention and f.position(role) is not None]
+    return tuple(f.name for f in sorted(held, key=lambda f: f.position(role)))
+
 
 _NAME = re.compile(r"^(?P<name>[a-z_]+)@(?P<k>[1-9][0-9]*)$")
 _BUDGET = re.compile(r"^(?P<name>[a-z_]+)@(?P<b>[1-9][0-9]*)tok$")

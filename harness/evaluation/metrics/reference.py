@@ -83,7 +83,8 @@ def metrics_markdown() -> str:
 
     Every ``MetricFamily`` of ``FAMILIES`` (in registry order, grouped by ``level``)
     becomes one section giving its name pattern, a concrete name and its MLflow key, the
-    level it scores, its parameter, range, formula for one query and source. The relevance
+    level it scores, its parameter, range, formula for one query, source, the function that
+    computes it (its provider) and the display roles it holds. The relevance
     rules come from ``RELEVANCE_RULES`` of the registry's ``ranking`` module; the other values
     a run logs from ``RUN_VALUES`` (one table row each).
 
@@ -175,6 +176,8 @@ def metrics_markdown() -> str:
                 f"- Range: {f.range}",
                 f"- Formula: {f.formula}",
                 f"- Source: {f.source}",
+                f"- Computed by: `{f.compute.source}` (provider `{f.provider}`)",
+                f"- Shown in: {', '.join(f'{r} (position {f.position(r)})' for r in f.role_names) or 'the full tables only'}",
             ]
     out += [
         "",

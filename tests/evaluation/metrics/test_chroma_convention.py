@@ -23,7 +23,7 @@ from harness.evaluation.metrics.ranking import query_metrics
 from harness.experiment.build import config_hash
 from harness.experiment.pipeline import evaluate
 from harness.experiment.run import _results_text
-from harness.experiment.settings import MetricSettings
+from harness.experiment.settings import default_metric_settings, metric_settings
 from harness.retrievers.bm25 import BM25Retriever
 from harness.types import Chunk, Dataset, Document, Evidence, Query
 
@@ -300,19 +300,19 @@ def test_chroma_names_appear_only_with_the_chroma_convention():
 
 def test_bad_convention_is_one_line_naming_the_setting():
     with pytest.raises(ValueError) as info:
-        MetricSettings.defaults(convention="chrom")
+        default_metric_settings(convention="chrom")
     msg = str(info.value)
     assert msg == "metrics.convention must be one of ['harness', 'chroma'], got 'chrom'; did you mean 'chroma'?"
     with pytest.raises(ValueError, match=r"metrics.convention must be one of \['harness', 'chroma'\], got 'ours'$"):
-        MetricSettings.from_config(compose(["metrics.convention=ours"]))
-    assert MetricSettings.from_config(compose([])).convention == "harness"
-    assert MetricSettings.from_config(compose(["metrics.convention=chroma"])).convention == "chroma"
+        metric_settings(compose(["metrics.convention=ours"]))
+    assert metric_settings(compose([])).convention == "harness"
+    assert metric_settings(compose(["metrics.convention=chroma"])).convention == "chroma"
 
 
 def test_a_chroma_objective_needs_the_chroma_convention():
     with pytest.raises(ValueError, match=r"metrics.objective='chroma_recall@5' needs metrics.convention=chroma"):
-        MetricSettings.from_config(compose(["metrics.objective=chroma_recall@5"]))
-    assert MetricSettings.from_config(compose(["metrics.objective=chroma_iou@5", "metrics.convention=chroma"])).objective == "chroma_iou@5"
+        metric_settings(compose(["metrics.objective=chroma_recall@5"]))
+    assert metric_settings(compose(["metrics.objective=chroma_iou@5", "metrics.convention=chroma"])).objective == "chroma_iou@5"
 
 
 def test_convention_harness_leaves_the_config_hash_unchanged():
@@ -370,9 +370,9 @@ def _units_of(ids, documents):
 )
 def test_evaluate_adds_chroma_metrics_only_with_the_chroma_convention(tiny, make_chunker, overlapping):
     ks = [1, 3]
-    plain = evaluate(tiny, make_chunker(), BM25Retriever(), MetricSettings.defaults(ks=ks, budgets=[]), progress=False)
+    plain = evaluate(tiny, make_chunker(), BM25Retriever(), default_metric_settings(ks=ks, budgets=[]), progress=False)
     chunker = make_chunker()
-    both = evaluate(tiny, chunker, BM25Retriever(), MetricSettings.defaults(ks=ks, budgets=[], convention="chroma"), progress=False)
+    both = evaluate(tiny, chunker, BM25Retriever(), default_metric_settings(ks=ks, budgets=[], convention="chroma"), progress=False)
     assert not [c for c in plain.per_query.columns if c.startswith("chroma_")]
     assert not [m for m in plain.metrics if m.startswith("chroma_")]
     names = {n for n in metric_names(ks, convention="chroma", context_tokens=False) if n.startswith("chroma_")}
