@@ -16,7 +16,7 @@ from harness.embeddings.base import CachedEncoder
 from harness.experiment import build
 from harness.experiment.pipeline import Evaluation, evaluate, retrieve
 from harness.experiment.run import Components, check_retriever_depth, component_tags, encoder_tags, metric_groups, prepare
-from harness.experiment.settings import MetricSettings
+from harness.experiment.settings import default_metric_settings
 from harness.retrievers.base import Retriever
 from harness.retrievers.bm25 import BM25Retriever
 from harness.types import Chunk, Dataset, Document, Evidence, Query
@@ -105,7 +105,7 @@ def test_the_pipeline_fetches_fetch_multiplier_times_the_depth(multiplier, n_chu
 def test_a_run_searches_with_the_chunkers_multiplier():
     ch = type("Wide", (Words,), {"fetch_multiplier": 3})()
     r = Recording()
-    evaluate(_dataset(), ch, r, MetricSettings.defaults(ks=(1, 2), budgets=()), progress=False)
+    evaluate(_dataset(), ch, r, default_metric_settings(ks=(1, 2), budgets=()), progress=False)
     assert r.asked == [6]  # 3 * max(ks) = 6 of the 10 word chunks
 
 
@@ -174,7 +174,7 @@ def test_the_run_tags_name_the_backend_and_add_the_encoders_run_tags():
 
 @pytest.mark.parametrize("setting", ["depth", "candidates"])
 def test_a_declared_candidate_count_below_the_deepest_cut_is_refused(setting):
-    metrics = MetricSettings.defaults(ks=(1, 5), budgets=())
+    metrics = default_metric_settings(ks=(1, 5), budgets=())
     check_retriever_depth(Plain(), metrics)  # the base declares None: nothing to check
     check_retriever_depth(type("Deep", (Plain,), {setting: 5})(), metrics)
     with pytest.raises(ValueError, match=rf"^retriever.{setting}=4 is below the deepest cut-off max\(metrics.ks\)=5"):

@@ -51,7 +51,7 @@ from dataclasses import dataclass
 #: Display roles a family can hold (:attr:`MetricFamily.roles`) and where each is read.
 ROLES: dict[str, str] = {
     "table": "rows of the printed results tables (harness.experiment.pipeline.Evaluation.table and budget_table; the chroma_* families in their own table)",
-    "curve": "lines of the metric@k-against-k figure (harness.evaluation.plots, harness.reporting.charts)",
+    "curve": "lines of the metric@k-against-k figure (harness.reporting.charts)",
     "headline": "logged as MLflow metrics (harness.tracking.headline) and shown as the report's headline cards (harness.reporting.model)",
     "at_rank_k": "a headline family logged at the one rank cut-off harness.tracking.headline.HEADLINE_RANK_K instead of every k",
     "listed": "the one-line summaries: the run and job lines (harness.experiment.run), the sweep table "
