@@ -25,8 +25,6 @@ PAGES = [README, *DOCS]
 README_MAX_LINES = 300
 #: The README's first lines: install and run the main job on the embedded dataset; run the tests.
 FRESH_MACHINE = ('python3 -m venv .venv && .venv/bin/pip install -e ".[dev]" && .venv/bin/python -m harness.run', ".venv/bin/python -m pytest")
-#: Pages whose command text is rewritten with the redrawn layer diagram (issue 26), not yet.
-PENDING_REDRAW = {"architecture.md"}
 
 FENCE = re.compile(r"^\s*(```|~~~)")
 HEADING = re.compile(r"^(#{1,6})\s+(.+?)\s*#*\s*$")
@@ -143,8 +141,6 @@ def test_every_relative_link_and_anchor_resolves(page):
 
 @pytest.mark.parametrize("page", PAGES, ids=lambda p: p.name)
 def test_commands_are_written_harness_command(page):
-    if page.name in PENDING_REDRAW:
-        pytest.skip(f"docs/{page.name} is rewritten with the layer diagram")
     texts = commands(page.read_text(encoding="utf-8"))
     modules = [m for t in texts for m in MODULE_COMMAND.findall(t) if m != "run"]
     assert not modules, f"{page.name} writes python -m harness.<command> for {sorted(set(modules))}: write harness <command>"
