@@ -31,7 +31,7 @@ HEADING = re.compile(r"^(#{1,6})\s+(.+?)\s*#*\s*$")
 LINK = re.compile(r"!?\[[^\]]*\]\(([^)\s]+)(?:\s+\"[^\"]*\")?\)")
 HTML_ANCHOR = re.compile(r"<a\s+(?:id|name)=\"([^\"]+)\"")
 INLINE_CODE = re.compile(r"(`+)(.+?)\1", re.S)  # a span may wrap onto the next line of its paragraph
-MODULE_COMMAND = re.compile(r"python3? -m harness\.(\w+)")
+MODULE_COMMAND = re.compile(r"python3? -m harness\.(\w+)\b(?!\.)")  # a command shim, not a module such as harness.evaluation.metrics.reference
 HARNESS_COMMAND = re.compile(r"(?:^|[\s$(])harness ([a-z][\w-]*)")
 MARKER = re.compile(r"<!-- ([\w-]+):(start|end)\b")
 
