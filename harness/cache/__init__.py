@@ -72,7 +72,7 @@ import numpy as np
 FORMAT_VERSION = 1
 #: Default cache folder: ``<project>/.cache`` (the ``paths.cache_dir`` of conf/config.yaml).
 DEFAULT_CACHE_DIR = Path(__file__).resolve().parents[2] / ".cache"
-#: Kinds of entries ``harness.cache clear --kind`` accepts.
+#: Kinds of entries ``harness cache clear --kind`` accepts.
 KINDS = ("embeddings", "chunks", "llm")
 #: Files larger than this are fingerprinted by size, head and tail instead of fully (bytes).
 _FULL_HASH_LIMIT = 1 << 20

@@ -117,7 +117,7 @@ def test_a_non_finite_vector_in_the_disk_cache_is_refused_naming_the_cache(tmp_p
 
     enc = HandSet(cache_dir=tmp_path)
     EmbeddingCache(tmp_path / "embeddings").put(enc.embedding_key, {text_key("hello"): NAN}, {"model": "an older writer"})
-    with pytest.raises(NonFiniteError, match=r"embedding cache .*embeddings\.sqlite.*1 of 1 .*'hello'.*harness\.cache clear"):
+    with pytest.raises(NonFiniteError, match=r"embedding cache .*embeddings\.sqlite.*1 of 1 .*'hello'.*harness cache clear"):
         enc.encode(["hello"])
 
 
