@@ -334,3 +334,10 @@ def test_results_as_dict_keep_the_declared_field_order():
         "losses",
     ]
     assert result.as_dict()["margin"] == 0.1
+
+
+def test_query_set_difference_counts_and_names_both_sides():
+    text = compare.query_set_difference({"q1", "q2", "q3"}, {"q1", "q4"}, "the candidate")
+    assert text == "2 only in the baseline ['q2', 'q3'], 1 only in the candidate ['q4']"
+    many = compare.query_set_difference({f"q{i}" for i in range(10)}, set(), "run b")
+    assert many == "10 only in the baseline ['q0', 'q1', 'q2', 'q3', 'q4'], 0 only in run b []"
