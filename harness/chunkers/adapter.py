@@ -19,6 +19,10 @@ from harness.types import Chunk, Document, Span
 
 log = logging.getLogger(__name__)
 
+#: ``chunker.on_unaligned`` of every library adapter: raise, or drop and record the chunk.
+ON_UNALIGNED = ("error", "skip")
+#: ``chunker.on_oversize`` of every library adapter: raise, cut into windows, or keep.
+ON_OVERSIZE = ("error", "split", "ignore")
 
 #: Counter names the adapters' ``stats()`` report (chunks of the library output that are not
 #: whitespace-only; placed from tracked/verified offsets; placed by alignment; refused as
@@ -170,6 +174,16 @@ class LibraryAdapter(Chunker):
     """
 
     def _init_adapter(self, library: str, on_unaligned: str, on_oversize: str) -> None:
+        """Check the two adapter options and set the adapter's state (empty records, zero counters).
+
+        Raises:
+            ValueError: ``on_unaligned`` not in :data:`ON_UNALIGNED` or ``on_oversize`` not
+                in :data:`ON_OVERSIZE` (``chunker.<option> must be one of [...], got ...``).
+        """
+        if on_unaligned not in ON_UNALIGNED:
+            raise ValueError(f"chunker.on_unaligned must be one of {list(ON_UNALIGNED)}, got {on_unaligned!r}")
+        if on_oversize not in ON_OVERSIZE:
+            raise ValueError(f"chunker.on_oversize must be one of {list(ON_OVERSIZE)}, got {on_oversize!r}")
         self.library = library
         self.on_unaligned = on_unaligned
         self.on_oversize = on_oversize

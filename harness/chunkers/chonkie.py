@@ -35,8 +35,6 @@ from harness.text.align import Alignment, align, placed
 from harness.types import Chunk, Document, Span
 
 TOKENIZERS = ("character", "model", "cl100k_base")
-ON_UNALIGNED = ("error", "skip")
-ON_OVERSIZE = ("error", "split", "ignore")
 
 #: chonkie chunkers whose chunks cover the whole input in order (checked on kestrel_kb and
 #: chroma_general); ``partitions`` is only claimed for these.
@@ -106,10 +104,6 @@ class ChonkieChunker(LibraryAdapter):
             raise ValueError("chunker.kwargs must not set the tokenizer: use chunker.tokenizer (names would be downloaded)")
         if tokenizer not in TOKENIZERS:
             raise ValueError(f"chunker.tokenizer must be one of {list(TOKENIZERS)}, got {tokenizer!r}")
-        if on_unaligned not in ON_UNALIGNED:
-            raise ValueError(f"chunker.on_unaligned must be one of {list(ON_UNALIGNED)}, got {on_unaligned!r}")
-        if on_oversize not in ON_OVERSIZE:
-            raise ValueError(f"chunker.on_oversize must be one of {list(ON_OVERSIZE)}, got {on_oversize!r}")
         self.chunker = chunker
         self.kwargs = kwargs
         self.tokenizer = tokenizer

@@ -83,6 +83,27 @@ def _segment(band: np.ndarray, mu: float, allowed: Callable[[int, int], bool] | 
     return out[::-1]
 
 
+def _matrix_band(similarity, name: str, max_width: int) -> tuple[np.ndarray, float]:
+    """The band ``band[i, k] = S[i, i + k]`` (width ``max(1, min(max_width, n))``, NaN past the
+    end) of a square ``(n, n)`` similarity matrix and ``mu``, the mean of ``S[i, j]`` over
+    ``i < j`` (0 for ``n <= 1``).
+
+    Raises:
+        ValueError: ``similarity`` is not square, or ``max_width`` (the setting ``name``) is not an int >= 1.
+    """
+    sim = np.asarray(similarity, dtype=np.float64)
+    if sim.ndim != 2 or sim.shape[0] != sim.shape[1]:
+        raise ValueError(f"similarity must be a square matrix, got shape {sim.shape}")
+    Param(name, "int", low=1).check(max_width)
+    n = sim.shape[0]
+    mu = float(sim[np.triu_indices(n, k=1)].mean()) if n > 1 else 0.0
+    width = max(1, min(max_width, n))
+    band = np.full((n, width), np.nan)
+    for k in range(min(width, n)):
+        band[: n - k, k] = np.diagonal(sim, offset=k)
+    return band, mu
+
+
 def optimal_segmentation(
     similarity: np.ndarray,
     max_pieces: int,
@@ -103,16 +124,7 @@ def optimal_segmentation(
     Raises:
         ValueError: ``similarity`` is not square or ``max_pieces < 1``.
     """
-    sim = np.asarray(similarity, dtype=np.float64)
-    if sim.ndim != 2 or sim.shape[0] != sim.shape[1]:
-        raise ValueError(f"similarity must be a square matrix, got shape {sim.shape}")
-    Param("max_pieces", "int", low=1).check(max_pieces)
-    n = sim.shape[0]
-    mu = float(sim[np.triu_indices(n, k=1)].mean()) if n > 1 else 0.0
-    width = min(max_pieces, max(n, 1))
-    band = np.full((n, width), np.nan)
-    for k in range(width):
-        band[: n - k, k] = np.diagonal(sim, offset=k)
+    band, mu = _matrix_band(similarity, "max_pieces", max_pieces)
     return _segment(band, mu, allowed)
 
 
@@ -170,16 +182,7 @@ def chroma_segmentation(similarity: np.ndarray, max_cluster: int) -> list[tuple[
     Raises:
         ValueError: ``similarity`` is not square or ``max_cluster < 1``.
     """
-    sim = np.asarray(similarity, dtype=np.float64)
-    if sim.ndim != 2 or sim.shape[0] != sim.shape[1]:
-        raise ValueError(f"similarity must be a square matrix, got shape {sim.shape}")
-    Param("max_cluster", "int", low=1).check(max_cluster)
-    n = sim.shape[0]
-    mu = float(sim[np.triu_indices(n, k=1)].mean()) if n > 1 else 0.0
-    width = max(1, min(max_cluster, n))
-    band = np.full((n, width), np.nan)
-    for k in range(min(width, n)):
-        band[: n - k, k] = np.diagonal(sim, offset=k)
+    band, mu = _matrix_band(similarity, "max_cluster", max_cluster)
     return _chroma_dp(band, mu, max_cluster)
 
 

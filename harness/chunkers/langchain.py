@@ -26,9 +26,6 @@ from harness.chunkers.adapter import LibraryAdapter, import_class
 from harness.text.align import align, placed
 from harness.types import Chunk, Document
 
-ON_UNALIGNED = ("error", "skip")
-ON_OVERSIZE = ("error", "split", "ignore")
-
 #: Splitters whose output covers every non-whitespace character of the input when they
 #: keep their separators (the default); other splitters may drop text, so ``partitions``
 #: is only claimed for these.
@@ -104,10 +101,6 @@ class LangChainChunker(LibraryAdapter):
             raise ValueError(f"chunker.kwargs must be a mapping of keyword arguments, got {kwargs!r}")
         if "add_start_index" in kwargs:
             raise ValueError("chunker.kwargs must not set add_start_index: offsets come from our alignment, not LangChain's")
-        if on_unaligned not in ON_UNALIGNED:
-            raise ValueError(f"chunker.on_unaligned must be one of {list(ON_UNALIGNED)}, got {on_unaligned!r}")
-        if on_oversize not in ON_OVERSIZE:
-            raise ValueError(f"chunker.on_oversize must be one of {list(ON_OVERSIZE)}, got {on_oversize!r}")
         self.splitter = splitter
         self.kwargs = kwargs
         self._init_adapter(self.splitter, on_unaligned, on_oversize)

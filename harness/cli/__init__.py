@@ -44,6 +44,24 @@ COMMANDS: dict[str, str] = {
 }
 
 
+#: Help text of the ``--tracking-uri`` option of the commands that read runs (``compare``, ``report``).
+TRACKING_URI_HELP = "MLflow tracking URI (default: $MLFLOW_TRACKING_URI, else the project store)"
+
+
+def add_tracking_uri(parser) -> None:
+    """Add ``--tracking-uri`` (default None, read with :func:`tracking_uri`) to an ``argparse`` parser."""
+    parser.add_argument("--tracking-uri", default=None, help=TRACKING_URI_HELP)
+
+
+def tracking_uri(given: str | None) -> str:
+    """``given`` when set, else the URI runs log to (:func:`harness.tracking.tracker.resolve_tracking_uri`:
+    ``$MLFLOW_TRACKING_URI``, else the project's store under the project root)."""
+    from harness.experiment.build import PROJECT_ROOT
+    from harness.tracking.tracker import resolve_tracking_uri
+
+    return given or resolve_tracking_uri(None, PROJECT_ROOT)
+
+
 def format_warning(message, category, filename, lineno, line=None) -> str:
     """A warning as the harness's commands print it: ``warning: <message>`` on one line
     (whitespace and line breaks folded), never the source line Python adds. A category other

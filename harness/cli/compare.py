@@ -16,6 +16,7 @@ import tempfile
 from pathlib import Path
 from typing import Sequence
 
+from harness.cli import add_tracking_uri, tracking_uri
 from harness.evaluation.compare import (
     DEFAULT_METRICS,
     LIST_FORMATS,
@@ -27,7 +28,6 @@ from harness.evaluation.compare import (
     select_metrics,
 )
 from harness.tracking.runs import TrackingStoreError, UnknownExperiment, experiment_name, list_runs, load_run
-from harness.tracking.tracker import resolve_tracking_uri
 
 
 def default_experiment() -> str:
@@ -38,12 +38,6 @@ def default_experiment() -> str:
     return experiment_name(compose([]))
 
 
-def _tracking_uri(given: str | None) -> str:
-    from harness.experiment.build import PROJECT_ROOT
-
-    return given or resolve_tracking_uri(None, PROJECT_ROOT)
-
-
 def _list_main(args) -> int:
     """Listing mode of :func:`main`: 0 ok, 1 tracking store error, 2 bad arguments or unknown experiment."""
     if args.k < 1:
@@ -52,7 +46,7 @@ def _list_main(args) -> int:
     if args.limit is not None and args.limit < 1:
         print(f"error: --limit must be >= 1, got {args.limit}", file=sys.stderr)
         return 2
-    uri = _tracking_uri(args.tracking_uri)
+    uri = tracking_uri(args.tracking_uri)
     experiment = args.experiment or default_experiment()
     try:
         table = list_runs(
@@ -96,9 +90,8 @@ def _parser() -> argparse.ArgumentParser:
         ),
     )
     sub = p.add_subparsers(dest="mode", required=True, metavar="{list,runs}")
-    uri_help = "MLflow tracking URI (default: $MLFLOW_TRACKING_URI, else the project store)"
     ls = sub.add_parser("list", help="list an experiment's runs as a table (best recall@K first)", description="List an experiment's runs as a table.")
-    ls.add_argument("--tracking-uri", default=None, help=uri_help)
+    add_tracking_uri(ls)
     ls.add_argument("--experiment", default=None, help="experiment name (default: the one `harness run` logs to: tracking.experiment, else the dataset's name)")
     ls.add_argument("--k", type=int, default=5, help="rank cut-off of the metric columns (default 5)")
     ls.add_argument("--sort", default=None, metavar="METRIC", help="metric (recall@5, recall_at_5, time.total_s, ...) or column to sort by (default recall@K)")
@@ -121,7 +114,7 @@ def _parser() -> argparse.ArgumentParser:
         description="Paired comparison of two or more runs on the same queries; the first run is the baseline.",
     )
     pc.add_argument("runs", nargs="+", metavar="RUN_ID", help="MLflow run ids or unique prefixes (the 8 characters tables show); the first is the baseline")
-    pc.add_argument("--tracking-uri", default=None, help=uri_help)
+    add_tracking_uri(pc)
     pc.add_argument("--metrics", nargs="+", default=None, help=f"per-query metric columns (default: those of {list(DEFAULT_METRICS)} present)")
     pc.add_argument("--resamples", type=int, default=1000, help="bootstrap resamples and random sign patterns (default 1000)")
     pc.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
@@ -158,7 +151,7 @@ def _runs_main(args) -> int:
         return 2
 
     os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")  # keep stderr for errors
-    uri = _tracking_uri(args.tracking_uri)
+    uri = tracking_uri(args.tracking_uri)
     try:
         with tempfile.TemporaryDirectory() as tmp:
             runs = [load_run(uri, run_id, tmp) for run_id in args.runs]  # a run id or any unique prefix of one

@@ -15,9 +15,9 @@ import sys
 from pathlib import Path
 from typing import Sequence
 
+from harness.cli import add_tracking_uri, tracking_uri
 from harness.experiment.report import ReportError, run_report_html, side_by_side_html, sweep_report_html
 from harness.tracking.runs import TrackingStoreError
-from harness.tracking.tracker import resolve_tracking_uri
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -34,7 +34,7 @@ def _parser() -> argparse.ArgumentParser:
         help="with --sweep: the job the best one is compared with, a run id, run name or job number (default: tracking.sweep_baseline, else the job running the shipped default configuration, else the runner-up)",
     )
     p.add_argument("--out", default=None, metavar="FILE", help="output file (default: report-<id>.html in the current folder)")
-    p.add_argument("--tracking-uri", default=None, help="MLflow tracking URI (default: $MLFLOW_TRACKING_URI, else the project store)")
+    add_tracking_uri(p)
     return p
 
 
@@ -52,9 +52,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print("error: --baseline only applies to a sweep report (--sweep PARENT_ID)", file=sys.stderr)
         return 2
     os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")
-    from harness.experiment.build import PROJECT_ROOT
-
-    uri = args.tracking_uri or resolve_tracking_uri(None, PROJECT_ROOT)
+    uri = tracking_uri(args.tracking_uri)
     try:
         if args.sweep:
             html, name = sweep_report_html(uri, args.sweep, args.baseline), f"report-sweep-{args.sweep[:8]}.html"

@@ -147,8 +147,7 @@ def locate_queries(
         if "excerpts" not in rec:
             raise DatasetError(f"{where}: missing field 'excerpts' (a list of quoted passages; [] for a query without evidence)")
         excerpts = rec["excerpts"]
-        if excerpts is None or excerpts == []:  # labelled with no evidence: excluded, counted
-            report.add(QUERIES_WITHOUT_EVIDENCE, f"{where}: query {rec.get('query_id') or f'{default_prefix}-{lineno}'!r} has no excerpts; excluded")
+        if report.without_evidence(excerpts, f"{where}: query {rec.get('query_id') or f'{default_prefix}-{lineno}'!r} has no excerpts; excluded"):
             continue
         if not isinstance(excerpts, list):
             raise DatasetError(f"{where}: field 'excerpts' must be a non-empty list of strings ([] for a query without evidence), got {excerpts!r}")

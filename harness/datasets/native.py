@@ -24,7 +24,7 @@ import logging
 from pathlib import Path
 
 from harness.datasets import textio
-from harness.datasets.report import QUERIES_WITHOUT_EVIDENCE, LoadReport
+from harness.datasets.report import LoadReport
 from harness.datasets.validate import DatasetError, check_dataset, check_fields, integer_field, string_field
 from harness.types import Dataset, Document, Evidence, Query
 
@@ -121,8 +121,7 @@ def read_native(path: str | Path, name: str | None = None) -> Dataset:
                 raise DatasetError(f"{where}: missing field {key!r} (need query_id, query, evidence[doc_id,start,end])")
         qid = string_field(rec, "query_id", where, allow_int=True)
         spans = rec["evidence"]
-        if spans is None or spans == []:  # labelled with no evidence: excluded, counted
-            report.add(QUERIES_WITHOUT_EVIDENCE, f"{where}: query {qid!r} has no evidence; excluded")
+        if report.without_evidence(spans, f"{where}: query {qid!r} has no evidence; excluded"):
             continue
         if not isinstance(spans, list):
             raise DatasetError(f"{where}: field 'evidence' must be a list of {{doc_id, start, end}}, got {type(spans).__name__}")

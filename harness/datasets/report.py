@@ -49,6 +49,15 @@ class LoadReport:
         if message:
             self.problems.append(message)
 
+    def without_evidence(self, evidence: object, message: str) -> bool:
+        """True when ``evidence`` (a record's evidence field) is None or ``[]``: a query
+        labelled with no evidence, excluded from scoring; it is then counted as
+        :data:`QUERIES_WITHOUT_EVIDENCE` with ``message``. False (nothing counted) otherwise."""
+        if evidence is None or evidence == []:
+            self.add(QUERIES_WITHOUT_EVIDENCE, message)
+            return True
+        return False
+
     def note(self, kind: str) -> None:
         """Count one neutral fact of ``kind`` in :attr:`info`."""
         self.info[kind] = self.info.get(kind, 0) + 1

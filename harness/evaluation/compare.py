@@ -77,6 +77,14 @@ class LoggedRun:
         return f"{self.name} ({self.run_id[:8]})"
 
 
+def query_set_difference(baseline_ids: set[str], other_ids: set[str], other: str) -> str:
+    """``"<n> only in the baseline [...], <m> only in <other> [...]"``: the sizes of the two
+    one-sided differences of two query-id sets and the first five ids of each, sorted; the
+    tail of the messages that refuse to pair runs on different query sets."""
+    only_base, only_other = sorted(baseline_ids - other_ids), sorted(other_ids - baseline_ids)
+    return f"{len(only_base)} only in the baseline {only_base[:5]}, {len(only_other)} only in {other} {only_other[:5]}"
+
+
 def check_comparable(runs: Sequence[LoggedRun]) -> None:
     """Refuse runs that were not evaluated on the same dataset and the same queries.
 
@@ -103,10 +111,9 @@ def check_comparable(runs: Sequence[LoggedRun]) -> None:
     for r in runs[1:]:
         ids = set(r.per_query["query_id"])
         if ids != base_ids:
-            only_base, only_other = sorted(base_ids - ids), sorted(ids - base_ids)
             raise CompareError(
                 f"runs have different query sets: baseline {base.label} has {len(base_ids)} queries, {r.label} has {len(ids)}; "
-                f"{len(only_base)} only in the baseline {only_base[:5]}, {len(only_other)} only in {r.label} {only_other[:5]}"
+                + query_set_difference(base_ids, ids, r.label)
             )
 
 

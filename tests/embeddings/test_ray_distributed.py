@@ -8,7 +8,6 @@ import os
 import secrets
 import shutil
 import signal
-import socket
 import sqlite3
 import subprocess
 import sys
@@ -19,6 +18,7 @@ from pathlib import Path
 import mlflow
 import pytest
 from conftest import compose, fresh_store
+from loopback import free_port
 
 import harness
 from harness.cache import EmbeddingCache
@@ -34,12 +34,6 @@ RUN = ["dataset=squad", f"dataset.path={SQUAD}", "dataset.name=saltmere_squad", 
 BOOKKEEPING = ("time.", "cache.", "embedding.texts_embedded", "embedding.cache_hits", "embedding.ray_workers")
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.fixture(scope="module")
 def ray_head():
     """``127.0.0.1:<port>`` of a Ray head with 4 CPUs started for this module (two actors
@@ -50,7 +44,7 @@ def ray_head():
     from ray._raylet import Config
 
     root = Path(tempfile.mkdtemp(prefix="hray"))  # short: Ray's socket paths must stay < 108 chars
-    port = _free_port()
+    port = free_port()
     env_now = {
         "RAY_AUTH_MODE": "token",
         # a token of this module's own, in the environment the head, its workers and the driver share:
@@ -139,7 +133,7 @@ def test_a_run_on_the_cluster_equals_the_single_process_run(ray_head, tmp_path, 
 
 
 def test_an_unreachable_head_fails_in_one_line_before_any_work():
-    port = _free_port()  # nothing listens there
+    port = free_port()  # nothing listens there
     encoder = Encoder(distributed="ray", ray_address=f"127.0.0.1:{port}")
     with pytest.raises(ValueError, match=rf"^embedding.ray_address='127.0.0.1:{port}': no Ray head answers at 127.0.0.1:{port} .*ray start --head") as info:
         encoder.preflight()

@@ -66,3 +66,9 @@ def test_a_family_of_unknown_level_is_refused(monkeypatch):
     monkeypatch.setattr("harness.evaluation.metrics.reference.FAMILIES", {**registry.FAMILIES, odd.pattern: odd})
     with pytest.raises(ValueError, match=r"'odd@k': level 'sentence'"):
         metrics_markdown()
+
+
+def test_only_the_chroma_families_carry_the_chroma_note():
+    note = "reported only with metrics.convention=chroma"
+    for pattern, family in registry.FAMILIES.items():
+        assert (note in family.formula) == (family.convention == "chroma") == family.name.startswith("chroma_"), pattern

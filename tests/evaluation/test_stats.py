@@ -15,7 +15,7 @@ from scipy import stats as sps
 
 from harness.cli import compare as cli_compare
 from harness.evaluation import compare
-from harness.evaluation.stats import bootstrap_ci, holm, metric_cis, paired_comparison, sign_flip_p_value
+from harness.evaluation.stats import bootstrap_ci, holm, metric_cis, non_inferiority, paired_comparison, sign_flip_p_value
 
 # ---------------------------------------------------------------- bootstrap CI
 
@@ -311,3 +311,33 @@ def test_compare_refuses_unknown_run_and_missing_metric(tracking_uri, capsys):
     assert "metric(s) ['ndcg@10'] not in per_query.csv" in capsys.readouterr().err
     assert cli_compare.main(["runs", *ids, "--tracking-uri", tracking_uri]) == 0  # default set falls back to recall@5
     assert "recall@5" in capsys.readouterr().out
+
+
+def test_results_as_dict_keep_the_declared_field_order():
+    paired = paired_comparison([0.0, 0.5, 1.0], [0.5, 0.5, 1.0], n_resamples=10)
+    assert list(paired.as_dict()) == ["n", "mean_a", "mean_b", "diff", "ci_low", "ci_high", "p_value", "wins", "ties", "losses"]
+    assert (paired.as_dict()["n"], paired.as_dict()["wins"], paired.as_dict()["ties"]) == (3, 1, 2)
+    result = non_inferiority([0.0, 0.5, 1.0], [0.5, 0.5, 1.0], margin=0.1, n_resamples=10)
+    assert list(result.as_dict()) == [
+        "n",
+        "mean_baseline",
+        "mean_candidate",
+        "diff",
+        "ci_low",
+        "ci_high",
+        "p_value",
+        "margin",
+        "alpha",
+        "passed",
+        "wins",
+        "ties",
+        "losses",
+    ]
+    assert result.as_dict()["margin"] == 0.1
+
+
+def test_query_set_difference_counts_and_names_both_sides():
+    text = compare.query_set_difference({"q1", "q2", "q3"}, {"q1", "q4"}, "the candidate")
+    assert text == "2 only in the baseline ['q2', 'q3'], 1 only in the candidate ['q4']"
+    many = compare.query_set_difference({f"q{i}" for i in range(10)}, set(), "run b")
+    assert many == "10 only in the baseline ['q0', 'q1', 'q2', 'q3', 'q4'], 0 only in run b []"

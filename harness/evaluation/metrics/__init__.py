@@ -148,38 +148,48 @@ _CHROMA = "chunking_evaluation (Smith & Troynikov, Chroma 2024) conventions"
 _CHROMA_ONLY = "; reported only with metrics.convention=chroma (see harness.evaluation.metrics.chroma)"
 _IR = "standard IR definition (Manning et al., Introduction to IR, ch. 8); computed with trec_eval (pytrec-eval-terrier via ir-measures 0.4.3), cross-checked against ranx 0.3.21 in tests"
 
+
+def _at_k(name: str, level: str, formula: str, source: str, provider: str, value_range: str = "[0, 1]", **roles: int) -> MetricFamily:
+    """A ``harness``-convention family ``name@k`` (values in ``value_range``); ``roles`` as for :func:`_roles`."""
+    return MetricFamily(name, "k", level, value_range, formula, source, provider=provider, roles=_roles(**roles))
+
+
+def _at_budget(name: str, level: str, formula: str, source: str, **roles: int) -> MetricFamily:
+    """A ``harness``-convention family ``name@Btok`` in ``[0, 1]``, computed by the ``budget`` provider."""
+    return MetricFamily(name, "budget", level, "[0, 1]", formula, source, provider="budget", roles=_roles(**roles))
+
+
+def _span_at_k(name: str, formula: str, **roles: int) -> MetricFamily:
+    """A span family ``name@k`` of Smith & Troynikov, computed by the ``span_rank`` provider."""
+    return _at_k(name, "span", formula, _SPAN, "span_rank", **roles)
+
+
+def _chroma(name: str, param: str, formula: str, provider: str, **roles: int) -> MetricFamily:
+    """A ``chroma``-convention span family in ``[0, 1]``, reported only with ``metrics.convention=chroma``."""
+    return MetricFamily(name, param, "span", "[0, 1]", formula + _CHROMA_ONLY, _CHROMA, "chroma", provider=provider, roles=_roles(**roles))
+
+
 _FAMILY_LIST = (
     # --- span metrics at rank cut-off k (E evidence chars, R_k union of top-k chunk spans)
-    MetricFamily(
+    _span_at_k(
         "recall",
-        "k",
-        "span",
-        "[0, 1]",
         "|E ∩ R_k| / |E|: share of evidence characters covered by the union of the top-k chunk spans",
-        _SPAN,
-        provider="span_rank",
-        roles=_roles(table=1, curve=1, sweep=1, headline=1, listed=1),
+        table=1,
+        curve=1,
+        sweep=1,
+        headline=1,
+        listed=1,
     ),
-    MetricFamily(
+    _span_at_k(
         "precision",
-        "k",
-        "span",
-        "[0, 1]",
         "|E ∩ R_k| / |R_k|: share of retrieved characters that are evidence; 0 if nothing retrieved",
-        _SPAN,
-        provider="span_rank",
-        roles=_roles(table=2, curve=2, sweep=2, headline=2, listed=2),
+        table=2,
+        curve=2,
+        sweep=2,
+        headline=2,
+        listed=2,
     ),
-    MetricFamily(
-        "iou",
-        "k",
-        "span",
-        "[0, 1]",
-        "|E ∩ R_k| / |E ∪ R_k| in characters",
-        _SPAN,
-        provider="span_rank",
-        roles=_roles(table=3, curve=3, sweep=3, headline=4, listed=4),
-    ),
+    _span_at_k("iou", "|E ∩ R_k| / |E ∪ R_k| in characters", table=3, curve=3, sweep=3, headline=4, listed=4),
     MetricFamily(
         "precision_omega",
         "none",
@@ -193,174 +203,136 @@ _FAMILY_LIST = (
         provider="precision_omega",
     ),
     # --- span recall at a token budget
-    MetricFamily(
+    _at_budget(
         "recall",
-        "budget",
         "span",
-        "[0, 1]",
         "|E ∩ R_B| / |E| where R_B is the source text of the ranked chunks taken in rank order until B context tokens; "
         "the chunk that crosses the budget contributes its first tokens only (character span of those tokens)",
         "this project (equal-context-budget comparison)",
-        provider="budget",
-        roles=_roles(table=1, headline=1),
+        table=1,
+        headline=1,
     ),
-    MetricFamily(
+    _at_budget(
         "budget_filled",
-        "budget",
         "context",
-        "[0, 1]",
         "1 if the fetched ranked list held at least B context tokens, else 0 (the mean is the share of queries whose recall@Btok used the full budget)",
         "this project",
-        provider="budget",
-        roles=_roles(table=2),
+        table=2,
     ),
     # --- rank metrics on binary chunk relevance (metrics.relevance)
-    MetricFamily(
+    _at_k(
         "context_precision",
-        "k",
         "chunk",
-        "[0, 1]",
         "Σ_{i<=k} P@i · v_i / Σ_{i<=k} v_i, v_i = 1 if chunk i is relevant; 0 when no top-k chunk is relevant",
         "Es et al., 'RAGAS: Automated Evaluation of Retrieval Augmented Generation', 2023",
-        provider="span_rank",
-        roles=_roles(table=4, sweep=4, headline=3, listed=3),
+        "span_rank",
+        table=4,
+        sweep=4,
+        headline=3,
+        listed=3,
     ),
-    MetricFamily(
-        "mrr",
-        "k",
-        "chunk",
-        "[0, 1]",
-        "1 / rank of the first relevant chunk within the top k, else 0",
-        _IR,
-        provider="span_rank",
-        roles=_roles(table=5, sweep=5, headline=6, at_rank_k=2),
-    ),
-    MetricFamily(
+    _at_k("mrr", "chunk", "1 / rank of the first relevant chunk within the top k, else 0", _IR, "span_rank", table=5, sweep=5, headline=6, at_rank_k=2),
+    _at_k(
         "chunk_precision",
-        "k",
         "chunk",
-        "[0, 1]",
         "(# relevant chunks in the top k) / k; k is the divisor even when fewer than k chunks were retrieved",
         _IR,
-        provider="chunk_ir",
-        roles=_roles(table=7),
+        "chunk_ir",
+        table=7,
     ),
-    MetricFamily(
+    _at_k(
         "item_recall",
-        "k",
         "chunk",
-        "[0, 1]",
         "(# distinct evidence spans e with a top-k chunk relevant to e) / (# distinct evidence spans)",
         "this project (evidence-item recall, as in BEIR-style recall with evidence spans as the items)",
-        provider="item_recall",
-        roles=_roles(table=8),
+        "item_recall",
+        table=8,
     ),
-    MetricFamily("hit_rate", "k", "chunk", "[0, 1]", "1 if any top-k chunk is relevant, else 0", _IR, provider="chunk_ir", roles=_roles(table=9)),
-    MetricFamily(
+    _at_k("hit_rate", "chunk", "1 if any top-k chunk is relevant, else 0", _IR, "chunk_ir", table=9),
+    _at_k(
         "ndcg",
-        "k",
         "chunk",
-        "[0, 1]",
         "DCG@k / IDCG@k, DCG@k = Σ_{i<=k} rel_i / log2(i + 1) over the returned units, rel_i in {0, 1}; "
         "IDCG@k = Σ_{i<=min(R, k)} 1 / log2(i + 1), R = # returnable units relevant to the query (the image of "
         "chunker.expand over the indexed chunks: distinct parents for return_unit=parent, windows for window, "
         "the chunks themselves for plain chunkers); 0 when R = 0",
         "Järvelin & Kekäläinen, 'Cumulated gain-based evaluation of IR techniques', TOIS 2002; " + _IR,
-        provider="chunk_ir",
-        roles=_roles(table=10, sweep=6, headline=5, at_rank_k=1),
+        "chunk_ir",
+        table=10,
+        sweep=6,
+        headline=5,
+        at_rank_k=1,
     ),
-    MetricFamily(
+    _at_k(
         "map",
-        "k",
         "chunk",
-        "[0, 1]",
         "AP@k = Σ_{i<=k} P@i · rel_i / R over the returned units, R = # returnable units relevant to the query "
         "(as for ndcg; children that are never returned do not count); 0 when R = 0 (trec_eval's AP with cut-off)",
         _IR,
-        provider="chunk_ir",
-        roles=_roles(table=11),
+        "chunk_ir",
+        table=11,
     ),
     # --- document level (metrics.level=document)
-    MetricFamily(
+    _at_k(
         "doc_recall",
-        "k",
         "document",
-        "[0, 1]",
         "(# relevant documents among the top-k documents) / (# relevant documents); documents ranked by their best "
         "chunk (max-pooled chunk score); a document is relevant when it holds evidence",
         "BEIR (Thakur et al., 2021) document-level recall; " + _IR,
-        provider="document",
-        roles=_roles(table=12),
-    ),
-    MetricFamily(
-        "doc_ndcg",
-        "k",
         "document",
-        "[0, 1]",
+        table=12,
+    ),
+    _at_k(
+        "doc_ndcg",
+        "document",
         "nDCG@k over the max-pooled document ranking with binary document relevance",
         "BEIR (Thakur et al., 2021); " + _IR,
-        provider="document",
-        roles=_roles(table=13),
+        "document",
+        table=13,
     ),
     # --- context size
-    MetricFamily(
+    _at_k(
         "context_tokens",
-        "k",
         "context",
-        "[0, ∞)",
         "tokens of the top-k chunks' texts summed (what a generator reads), counted with metrics.context_tokenizer",
         "this project",
-        provider="span_rank",
-        roles=_roles(table=6, headline=7),
+        "span_rank",
+        "[0, ∞)",
+        table=6,
+        headline=7,
     ),
     # --- Chroma's conventions (metrics.convention=chroma only), beside ours; see metrics/chroma.py
-    MetricFamily(
+    _chroma(
         "chroma_recall",
         "k",
-        "span",
-        "[0, 1]",
         "N_k / Σ_r |r|: N_k the characters of the union of the closed intersections of the top-k units' spans with the "
         "evidence spans r of their own document; the denominator sums the evidence span lengths (overlapping spans "
-        "count twice); 0 without evidence" + _CHROMA_ONLY,
-        _CHROMA,
-        "chroma",
-        provider="chroma_span",
-        roles=_roles(table=1),
+        "count twice); 0 without evidence",
+        "chroma_span",
+        table=1,
     ),
-    MetricFamily(
+    _chroma(
         "chroma_precision",
         "k",
-        "span",
-        "[0, 1]",
         "N_k / Σ_{c in top k} |c|: the lengths of all top-k units summed (units of other documents count; overlapping or "
-        "repeated units count twice); 0 if nothing retrieved" + _CHROMA_ONLY,
-        _CHROMA,
-        "chroma",
-        provider="chroma_span",
-        roles=_roles(table=2),
+        "repeated units count twice); 0 if nothing retrieved",
+        "chroma_span",
+        table=2,
     ),
-    MetricFamily(
+    _chroma(
         "chroma_iou",
         "k",
-        "span",
-        "[0, 1]",
-        "N_k / (Σ_{c in top k} |c| + Σ |unused_k|), unused_k the evidence spans minus every intersection with a top-k unit" + _CHROMA_ONLY,
-        _CHROMA,
-        "chroma",
-        provider="chroma_span",
-        roles=_roles(table=3),
+        "N_k / (Σ_{c in top k} |c| + Σ |unused_k|), unused_k the evidence spans minus every intersection with a top-k unit",
+        "chroma_span",
+        table=3,
     ),
-    MetricFamily(
+    _chroma(
         "chroma_precision_omega",
         "none",
-        "span",
-        "[0, 1]",
         "N_Ω / |D ∪ unused_Ω| over every returnable unit of the evidence documents: N_Ω the characters of the union of their "
         "closed intersections with the evidence spans, D the union of the spans of the units with an intersection (a unit "
-        "that only touches the evidence counts), unused_Ω the evidence no unit intersects; 0 when the denominator is 0" + _CHROMA_ONLY,
-        _CHROMA,
-        "chroma",
-        provider="chroma_precision_omega",
+        "that only touches the evidence counts), unused_Ω the evidence no unit intersects; 0 when the denominator is 0",
+        "chroma_precision_omega",
     ),
 )
 
