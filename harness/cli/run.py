@@ -33,7 +33,7 @@ prepare_process()
 import hydra  # noqa: E402
 from omegaconf import DictConfig  # noqa: E402
 
-from harness.experiment.build import PROJECT_ROOT  # noqa: E402
+from harness.experiment.build import PROJECT_ROOT, register_resolvers  # noqa: E402
 from harness.experiment.errors import ConfigError  # noqa: E402
 from harness.experiment.run import execute, note_invalid_job, sweep_position  # noqa: E402
 from harness.tracking.callbacks import SweepRefused  # noqa: E402
@@ -42,6 +42,12 @@ from harness.types import OneLineError  # noqa: E402
 
 #: Exit code of a configuration error (as argparse uses for bad arguments).
 EXIT_CONFIG = 2
+
+# Hydra composes and resolves the config (``hydra.run.dir`` is ``${paths.root}/...``, i.e.
+# ``${project_root:}``) before :func:`main` is entered, and a launcher's worker process (joblib,
+# Ray) composes its job's config after unpickling :func:`main`, which imports this module: the
+# resolvers are registered here, by the entry point, not by the run core.
+register_resolvers()
 
 
 @hydra.main(version_base="1.3", config_path=str(PROJECT_ROOT / "conf"), config_name="config")
