@@ -23,7 +23,19 @@ from harness.types import Chunk, Dataset, Document, Evidence, Query
 
 #: The capabilities the bases declare; a probe of one of these by name would hide a
 #: component that does not honour its base (or a base that lost the declaration).
-CONTRACT_NAMES = ("fetch_multiplier", "needs_cache_dir", "stats", "depth", "candidates", "backend", "run_tags", "run_metrics", "special_tokens")
+CONTRACT_NAMES = (
+    "fetch_multiplier",
+    "needs_encoder",
+    "needs_builder",
+    "needs_cache_dir",
+    "stats",
+    "depth",
+    "candidates",
+    "backend",
+    "run_tags",
+    "run_metrics",
+    "special_tokens",
+)
 
 TEXT = "alpha beta gamma delta epsilon zeta eta theta iota kappa"
 
