@@ -299,6 +299,53 @@ def test_the_instantiation_check_sees_aliases_and_attribute_calls(tmp_path):
     assert _instantiations(probe) == ["4: imports hydra's instantiate", "5: calls make", "5: calls instantiate"]
 
 
+#: The component packages whose configs nest other component configs (adaptive routes, the
+#: modality text stream, rerank's first stage): they receive a builder from build.py.
+NESTING_COMPONENTS = ("chunkers", "retrievers")
+#: Modules of those packages that look up a class by its dotted path anyway, each with its reason.
+CLASS_LOOKUP_KNOWN = {
+    "harness/chunkers/adapter.py": "the LangChain / chonkie splitter an adapter wraps is a class of that library, named by its splitter setting",
+}
+#: Functions that turn a dotted path into a class or callable.
+_LOOKUPS = ("import_module", "get_class", "get_method", "get_object", "_locate", "locate")
+
+
+def _class_lookups(path: Path) -> list[str]:
+    """Lines of ``path`` that look up a class by a dotted path: an import of :mod:`importlib`
+    or :mod:`pydoc` (``import_module``, ``locate``) or a call of one of :data:`_LOOKUPS`
+    (``importlib.import_module(...)``, Hydra's ``get_class(...)``; an alias is caught at its import)."""
+    tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            found += [f"{node.lineno}: imports {a.name}" for a in node.names if a.name in ("importlib", "pydoc")]
+        elif isinstance(node, ast.ImportFrom) and node.module in ("importlib", "pydoc", "hydra.utils", "hydra._internal.utils"):
+            found += [f"{node.lineno}: imports {node.module}.{a.name}" for a in node.names if a.name in _LOOKUPS]
+        elif isinstance(node, ast.Call):
+            func = node.func
+            name = func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else None
+            if name in _LOOKUPS:
+                found.append(f"{node.lineno}: calls {name}")
+    return found
+
+
+def test_nested_component_configs_are_built_by_the_builder():
+    """A chunker or retriever never turns a config's ``_target_`` into a class itself: nested
+    configs reach build.py through the ``builder=`` their class's ``needs_builder`` asks for."""
+    hits = {str(p.relative_to(PROJECT_ROOT)): _class_lookups(p) for folder in NESTING_COMPONENTS for p in _sources(folder)}
+    bad = [f"{path}:{hit}" for path, found in hits.items() if path not in CLASS_LOOKUP_KNOWN for hit in found]
+    assert not bad, "a component looks up a class by its dotted path (build it in harness/experiment/build.py):\n" + "\n".join(bad)
+    assert all(hits.get(path) for path in CLASS_LOOKUP_KNOWN), "a listed exception is gone: remove it from CLASS_LOOKUP_KNOWN"
+
+
+def test_the_class_lookup_check_sees_importlib_and_hydra(tmp_path):
+    probe = tmp_path / "probe.py"
+    probe.write_text(
+        "def f(target):\n    import importlib\n    from hydra.utils import get_class as g\n    return importlib.import_module(target), g(target)\n"
+    )
+    assert _class_lookups(probe) == ["2: imports importlib", "3: imports hydra.utils.get_class", "4: calls import_module"]
+
+
 def test_hydra_and_omegaconf_stay_in_the_config_layers():
     outside = [
         p for p in _sources() if p.relative_to(PACKAGE).parts[0] not in CONFIG_LAYERS and str(p.relative_to(PROJECT_ROOT)) not in HYDRA_OUTSIDE_CONFIG_LAYERS
