@@ -14,7 +14,8 @@ composition error such as an unknown key; ``HYDRA_FULL_ERROR=1`` shows the trace
 instead), :data:`harness.tracking.tracker.EXIT_BUSY` (75) for a busy configuration, 130 for
 Ctrl-C, 1 and one line for an error whose message says everything
 (:class:`harness.types.OneLineError`: a bad reply from an embedding endpoint, a NaN refused
-at a boundary), 1 for any other error (Hydra's report).
+at a boundary), 1 for any other error (its traceback from the task function down, as Hydra
+reports a failed job, printed by this module; the whole traceback with ``HYDRA_FULL_ERROR=1``).
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ prepare_process()
 import hydra  # noqa: E402
 from omegaconf import DictConfig  # noqa: E402
 
-from harness.experiment.build import PROJECT_ROOT  # noqa: E402
+from harness.experiment.build import PROJECT_ROOT, register_resolvers  # noqa: E402
 from harness.experiment.errors import ConfigError  # noqa: E402
 from harness.experiment.run import execute, note_invalid_job, sweep_position  # noqa: E402
 from harness.tracking.callbacks import SweepRefused  # noqa: E402
@@ -41,6 +42,12 @@ from harness.types import OneLineError  # noqa: E402
 
 #: Exit code of a configuration error (as argparse uses for bad arguments).
 EXIT_CONFIG = 2
+
+# Hydra composes and resolves the config (``hydra.run.dir`` is ``${paths.root}/...``, i.e.
+# ``${project_root:}``) before :func:`main` is entered, and a launcher's worker process (joblib,
+# Ray) composes its job's config after unpickling :func:`main`, which imports this module: the
+# resolvers are registered here, by the entry point, not by the run core.
+register_resolvers()
 
 
 @hydra.main(version_base="1.3", config_path=str(PROJECT_ROOT / "conf"), config_name="config")
@@ -130,7 +137,10 @@ def run_command(argv: Sequence[str]) -> int:
             print(f"harness run: {' '.join(str(exc).split())}", file=sys.stderr)
             return 1
         if line is None:
+            if full == "1":
+                raise
             _report(exc)
+            return 1
         print(f"harness run: {line}", file=sys.stderr)
         return EXIT_CONFIG
     _restore(full)
@@ -166,15 +176,34 @@ def _config_line(exc: BaseException) -> str | None:
 
 
 def _report(exc: BaseException) -> None:
-    """Report ``exc`` as Hydra does (its traceback without Hydra's frames, exit 1; the whole
-    traceback with ``HYDRA_FULL_ERROR=1``)."""
-    try:
-        from hydra._internal.utils import run_and_report
-    except ImportError:  # another Hydra layout: Python's own report
-        raise exc from None
+    """Print ``exc`` as Hydra reports a failed job, without Hydra's private reporting function.
 
-    def again():
-        raise exc
+    The traceback starts below Hydra's ``run_job`` (the frames of this command and of Hydra's
+    dispatch are cut) and stops before the first OmegaConf frame, followed by a blank line and
+    ``Set the environment variable HYDRA_FULL_ERROR=1 for a complete stack trace.``; when no
+    ``run_job`` frame is in the traceback (an error before the job started) it is printed
+    whole, without that line. Chained exceptions (``__cause__``, ``__context__``) are printed
+    whole, as Python prints them. The caller exits 1 (with ``HYDRA_FULL_ERROR=1`` the error is
+    re-raised before this is reached: Python's own report of the whole traceback).
+    """
+    import traceback
 
-    run_and_report(again)
-    raise exc  # run_and_report exits; not reached
+    te = traceback.TracebackException.from_exception(exc)
+    frames = list(te.stack)
+    below_job = [i + 1 for i, frame in enumerate(frames) if frame.name == "run_job" and _in_package(frame.filename, hydra)]
+    if not below_job:
+        sys.stderr.write("".join(te.format()))
+        return
+    import omegaconf
+
+    start = below_job[-1]
+    end = next((i for i in range(start, len(frames)) if _in_package(frames[i].filename, omegaconf)), len(frames))
+    te.stack = traceback.StackSummary.from_list(frames[start:end])
+    sys.stderr.write("".join(te.format()))
+    sys.stderr.write("\nSet the environment variable HYDRA_FULL_ERROR=1 for a complete stack trace.\n")
+
+
+def _in_package(filename: str, package) -> bool:
+    """True when ``filename`` is a source file of the imported ``package`` (its folder or below)."""
+    folder = os.path.dirname(os.path.abspath(package.__file__))
+    return os.path.abspath(filename).startswith(folder + os.sep)

@@ -10,7 +10,7 @@ import hashlib
 import json
 import re
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any, Callable, Mapping
 
 from omegaconf import DictConfig, OmegaConf
 
@@ -482,7 +482,60 @@ def build_retriever(cfg: DictConfig, encoder: CachedEncoder | None = None) -> Re
 
     cls = _contract_class(cfg.retriever, Retriever, "retriever", "a harness Retriever")
     kwargs = {"encoder": encoder} if cls.needs_encoder else {}
+    if cls.needs_builder:  # rerank's first stage: built here, by build_sub_retriever
+        kwargs["builder"] = build_sub_retriever
     return _instantiate(cfg.retriever, **kwargs)
+
+
+def build_sub_retriever(where: str, node: Mapping[str, Any], encoder=None) -> Retriever:
+    """Build a retriever nested in another retriever's config (rerank's first stage): the
+    builder such retrievers call (``needs_builder``; they receive this function as ``builder=``).
+
+    Args:
+        where: dotted path of the nested config, named in errors (``retriever.first_stage``).
+        node: the nested config as plain data: ``_target_`` (dotted class path of a
+            :class:`~harness.retrievers.base.Retriever`) and its constructor arguments.
+        encoder: passed as ``encoder=`` when the class has ``needs_encoder``; a class with
+            ``needs_builder`` gets this function as ``builder=``.
+
+    Returns:
+        the retriever (a :class:`~harness.retrievers.base.Retriever`).
+
+    Raises:
+        ValueError: ``{where}._target_ '<path>' cannot be imported: ...``, ``... is not a
+            harness Retriever``, ``{where}.<key> is not a setting of <path> (its settings:
+            ...)`` (with a did-you-mean; ``encoder`` and ``builder`` are passed here, never
+            set), or the class's own ValueError prefixed ``{where}: ``.
+    """
+    import difflib
+    import importlib
+    import inspect
+
+    from harness.retrievers.base import Retriever
+
+    target = str(node["_target_"])
+    params = {str(key): value for key, value in node.items() if key != "_target_"}
+    module, _, cls_name = target.rpartition(".")
+    try:
+        cls = getattr(importlib.import_module(module), cls_name)
+    except (ImportError, AttributeError, ValueError) as exc:
+        raise ValueError(f"{where}._target_ {target!r} cannot be imported: {exc}") from None
+    if not (isinstance(cls, type) and issubclass(cls, Retriever)):
+        raise ValueError(f"{where}._target_ {target!r} is not a harness Retriever")
+    accepted = [p for p in inspect.signature(cls).parameters if p not in ("self", "encoder", "builder")]
+    unknown = [key for key in params if key not in accepted or key.startswith("_")]
+    if unknown:
+        close = difflib.get_close_matches(unknown[0], accepted, n=1)
+        hint = f" (did you mean {close[0]!r}?)" if close else ""
+        raise ValueError(f"{where}.{unknown[0]} is not a setting of {target} (its settings: {', '.join(accepted) or 'none'}){hint}")
+    if cls.needs_encoder:
+        params["encoder"] = encoder
+    if cls.needs_builder:
+        params["builder"] = build_sub_retriever
+    try:
+        return cls(**params)
+    except ValueError as exc:
+        raise ValueError(f"{where}: {exc}") from None
 
 
 def build_dataset(cfg: DictConfig):

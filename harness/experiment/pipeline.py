@@ -368,9 +368,9 @@ def chunk_corpus(dataset: Dataset, chunker: Chunker, progress: bool, chunk_cache
         from harness.cache import chunk_set_key
 
         embedding = None
-        if getattr(chunker, "needs_encoder", False):
+        if chunker.needs_encoder:
             embedding = getattr(getattr(chunker, "encoder", None), "embedding_key", None)
-        if embedding is not None or not getattr(chunker, "needs_encoder", False):
+        if embedding is not None or not chunker.needs_encoder:
             key = chunk_set_key(dataset.documents, chunker_config, embedding)
     if key is not None:
         cached = chunk_cache.get(key)

@@ -48,7 +48,6 @@ from omegaconf import DictConfig, OmegaConf
 
 from harness.evaluation.metrics import families as metric_families
 from harness.evaluation.settings import MetricSettings, StatsSettings
-from harness.experiment.build import register_resolvers
 from harness.experiment.settings import RunSettings, metric_settings, stats_settings
 from harness.params import is_int
 from harness.tracking.tracker import EXIT_BUSY  # noqa: E402, F401 - the exit code of a busy skip, documented here
@@ -60,7 +59,6 @@ if TYPE_CHECKING:  # annotations only: a run imports each component package when
     from harness.retrievers.base import Retriever
     from harness.text.units import SizeCounter
 
-register_resolvers()
 
 #: Packages whose versions are recorded as tags on every run.
 TRACKED_PACKAGES = (

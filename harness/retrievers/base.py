@@ -16,6 +16,10 @@ class Retriever(ABC):
     Attributes:
         name: retriever name used in run names.
         needs_encoder: True when the builder must pass the shared encoder as ``encoder=``.
+        needs_builder: True when the retriever's config nests another retriever config (the
+            first stage of rerank); the builder then passes
+            :func:`harness.experiment.build.build_sub_retriever` as ``builder=``, and the
+            retriever builds the nested one with it (config becomes objects in one place).
         depth: candidates per side a fusing retriever fetches (``retriever.depth`` of
             hybrid), an integer >= 1, or None (no such setting, or ``max(k, default)``).
         candidates: first-stage results a reranking retriever re-scores per query
@@ -25,6 +29,7 @@ class Retriever(ABC):
 
     name: str = "base"
     needs_encoder: bool = False
+    needs_builder: bool = False
     depth: int | None = None
     candidates: int | None = None
 

@@ -16,7 +16,7 @@ import os
 import re
 import warnings
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 from harness.embeddings.base import ON_TRUNCATE, check_choice, text_key
 from harness.params import Param, check_all
@@ -147,11 +147,13 @@ class RerankRetriever(Retriever):
 
     ``needs_encoder`` is True on the class, so the builder always passes the run's encoder,
     and on an instance it is the first stage's (``bm25``: False; the encoder is then never used).
+    ``needs_builder`` is True: the first stage is a config, built by ``builder``.
 
     Args:
         first_stage: a name from :data:`FIRST_STAGES` (``faiss``, ``bm25``, ``hybrid``, built
             with their defaults) or a retriever config mapping with ``_target_`` and that
-            class's settings (e.g. ``{"_target_": "harness.retrievers.bm25.BM25Retriever", "k1": 1.2}``).
+            class's settings (e.g. ``{"_target_": "harness.retrievers.bm25.BM25Retriever", "k1": 1.2}``),
+            built by ``builder``.
         model: a local cross-encoder folder or a hub id in the local cache (see
             :func:`resolve_cross_encoder`).
         candidates: first-stage results re-scored per query, an integer >= 1, or None for
@@ -165,6 +167,11 @@ class RerankRetriever(Retriever):
             count and the longest pair), ``error`` (refuse before scoring anything) or ``ignore``.
         show_progress: a progress bar while scoring more than one batch.
         encoder: the run's shared encoder (passed by the builder), for a first stage that embeds.
+        builder: ``builder(where, config, encoder) -> Retriever`` builds the first stage
+            (``where`` is ``retriever.first_stage``, named in its errors);
+            :func:`harness.experiment.build.build_retriever` passes
+            :func:`~harness.experiment.build.build_sub_retriever` (``needs_builder``).
+            Without one the constructor raises ValueError.
 
     Attributes:
         n_scored: pairs scored by the model; n_cache_hits: pairs read from the score cache;
@@ -174,7 +181,7 @@ class RerankRetriever(Retriever):
         ValueError: a parameter out of range (one line naming ``retriever.<param>``, with a
             did-you-mean for choices), an unavailable model or one that is not a
             single-output cross-encoder (naming ``retriever.model``), a first stage that
-            does not build (``retriever.first_stage: ...``); at search, ``k < 1``, ``k >
+            does not build (``retriever.first_stage: ...``) or no ``builder``; at search, ``k < 1``, ``k >
             candidates``, search before :meth:`index`, pairs over the limit with
             ``on_truncate="error"``, or a device that is not available.
         TypeError: chunks or queries of the wrong type (e.g. plain strings).
@@ -182,6 +189,8 @@ class RerankRetriever(Retriever):
 
     name = "rerank"
     needs_encoder = True  # the builder passes the encoder; instances say whether their first stage uses it
+    #: The builder passes ``builder=`` (its nested-retriever factory): the first stage is built with it.
+    needs_builder = True
 
     def __init__(
         self,
@@ -194,12 +203,13 @@ class RerankRetriever(Retriever):
         on_truncate: str = "warn",
         show_progress: bool = True,
         encoder=None,
+        builder: Callable[[str, Mapping[str, Any], Any], Retriever] | None = None,
     ) -> None:
         check_all(PARAMS[:3], {"candidates": candidates, "max_length": max_length, "batch_size": batch_size}, "retriever")
         if not isinstance(device, str) or not re.fullmatch(r"cpu|mps|cuda(:\d+)?", device):
             raise ValueError(f"retriever.device must be 'cpu', 'cuda', 'cuda:N' or 'mps', got {device!r}")
         check_all(PARAMS[3:], {"on_truncate": on_truncate, "show_progress": show_progress}, "retriever")
-        self.first_stage = _build_first_stage(first_stage, encoder)
+        self.first_stage = _build_first_stage(first_stage, encoder, builder)
         self.needs_encoder = bool(self.first_stage.needs_encoder)
         self.model_name = model
         self.candidates = candidates
@@ -400,46 +410,28 @@ class RerankRetriever(Retriever):
         }
 
 
-def _build_first_stage(first_stage: str | Mapping[str, Any], encoder) -> Retriever:
-    """Build the first-stage retriever from a name or a ``_target_`` mapping (passing
-    ``encoder`` when its class has ``needs_encoder``).
+def _build_first_stage(first_stage: str | Mapping[str, Any], encoder, builder) -> Retriever:
+    """The first-stage retriever of a name or a ``_target_`` mapping, built by ``builder``
+    (given ``retriever.first_stage``, the config as a plain dict and ``encoder``).
 
     Raises:
-        ValueError: an unknown name (with a did-you-mean), a mapping without ``_target_``,
-            a class that cannot be imported or is not a Retriever, unknown settings, or the
-            class's own parameter errors (prefixed ``retriever.first_stage: ``).
+        ValueError: an unknown name (with a did-you-mean), a mapping without ``_target_``, no
+            ``builder``, or the builder's own error (a class that cannot be imported or is not
+            a Retriever, unknown settings, the class's parameter errors; see
+            :func:`harness.experiment.build.build_sub_retriever`).
     """
     if isinstance(first_stage, str):
         check_choice("retriever.first_stage", first_stage, tuple(FIRST_STAGES))
-        target, params = FIRST_STAGES[first_stage], {}
+        node: dict[str, Any] = {"_target_": FIRST_STAGES[first_stage]}
     elif isinstance(first_stage, Mapping) and isinstance(first_stage.get("_target_"), str):
-        target = first_stage["_target_"]
-        params = {str(key): value for key, value in first_stage.items() if key != "_target_"}
+        node = {str(key): value for key, value in first_stage.items()}
     else:
         raise ValueError(
             f"retriever.first_stage must be one of {', '.join(map(repr, FIRST_STAGES))} or a retriever config with a _target_, got {first_stage!r}"
         )
-    import importlib
-    import inspect
-
-    module, _, cls_name = target.rpartition(".")
-    try:
-        cls = getattr(importlib.import_module(module), cls_name)
-    except (ImportError, AttributeError, ValueError) as exc:
-        raise ValueError(f"retriever.first_stage._target_ {target!r} cannot be imported: {exc}") from None
-    if not (isinstance(cls, type) and issubclass(cls, Retriever)):
-        raise ValueError(f"retriever.first_stage._target_ {target!r} is not a harness Retriever")
-    accepted = [p for p in inspect.signature(cls).parameters if p not in ("self", "encoder")]
-    unknown = [key for key in params if key not in accepted or key.startswith("_")]
-    if unknown:
-        import difflib
-
-        close = difflib.get_close_matches(unknown[0], accepted, n=1)
-        hint = f" (did you mean {close[0]!r}?)" if close else ""
-        raise ValueError(f"retriever.first_stage.{unknown[0]} is not a setting of {target} (its settings: {', '.join(accepted) or 'none'}){hint}")
-    if cls.needs_encoder:
-        params["encoder"] = encoder
-    try:
-        return cls(**params)
-    except ValueError as exc:
-        raise ValueError(f"retriever.first_stage: {exc}") from None
+    if builder is None:
+        raise ValueError(
+            "retriever.first_stage: no builder for nested retriever configs; build this retriever with harness.experiment.build.build_retriever, "
+            "or pass builder=harness.experiment.build.build_sub_retriever"
+        )
+    return builder("retriever.first_stage", node, encoder)

@@ -23,7 +23,19 @@ from harness.types import Chunk, Dataset, Document, Evidence, Query
 
 #: The capabilities the bases declare; a probe of one of these by name would hide a
 #: component that does not honour its base (or a base that lost the declaration).
-CONTRACT_NAMES = ("fetch_multiplier", "needs_cache_dir", "stats", "depth", "candidates", "backend", "run_tags", "run_metrics", "special_tokens")
+CONTRACT_NAMES = (
+    "fetch_multiplier",
+    "needs_encoder",
+    "needs_builder",
+    "needs_cache_dir",
+    "stats",
+    "depth",
+    "candidates",
+    "backend",
+    "run_tags",
+    "run_metrics",
+    "special_tokens",
+)
 
 TEXT = "alpha beta gamma delta epsilon zeta eta theta iota kappa"
 
@@ -77,8 +89,8 @@ def _dataset():
 
 def test_a_plain_subclass_gets_the_declared_defaults():
     ch, r, enc = Words(), Plain(), Table("m")
-    assert (ch.fetch_multiplier, ch.needs_cache_dir, ch.needs_encoder, ch.stats()) == (1, False, False, {})
-    assert (r.depth, r.candidates, r.needs_encoder, r.stats()) == (None, None, False, {})
+    assert (ch.fetch_multiplier, ch.needs_cache_dir, ch.needs_encoder, ch.needs_builder, ch.stats()) == (1, False, False, False, {})
+    assert (r.depth, r.candidates, r.needs_encoder, r.needs_builder, r.stats()) == (None, None, False, False, {})
     assert (enc.backend, enc.special_tokens, enc.run_tags()) == ("base", 0, {})
 
 
@@ -137,6 +149,34 @@ def test_the_builder_passes_cache_dir_only_to_a_chunker_that_declares_it(monkeyp
     cfg.embedding = {"_target_": "contract_doubles.NotAChunker"}
     with pytest.raises(TypeError, match=r"^embedding._target_ 'contract_doubles.NotAChunker' does not build an embedding backend"):
         build.build_encoder(cfg)
+
+
+def test_the_builder_passes_builder_only_to_a_retriever_that_declares_it(monkeypatch):
+    class Nests(Plain):
+        needs_builder = True
+
+        def __init__(self, inner=None, builder=None):
+            self.inner = builder("retriever.inner", inner, None)
+
+    class Reads(Plain):
+        def __init__(self, **kwargs):
+            self.kwargs = kwargs
+
+    doubles = types.ModuleType("retriever_doubles")
+    doubles.Nests, doubles.Reads = Nests, Reads
+    monkeypatch.setitem(sys.modules, "retriever_doubles", doubles)
+    cfg = compose([])
+    cfg.retriever = {"_target_": "retriever_doubles.Reads"}
+    assert build.build_retriever(cfg).kwargs == {}
+    cfg.retriever = {"_target_": "retriever_doubles.Nests", "_recursive_": False, "_convert_": "all", "inner": {"_target_": "retriever_doubles.Reads"}}
+    built = build.build_retriever(cfg)
+    assert isinstance(built.inner, Reads) and built.inner.kwargs == {}
+    cfg.retriever.inner = {"_target_": "retriever_doubles.Reads", "builder": "x"}  # passed by the builder, never a setting
+    with pytest.raises(ValueError, match=r"^retriever\.inner\.builder is not a setting of retriever_doubles\.Reads"):
+        build.build_retriever(cfg)
+    cfg.retriever.inner = {"_target_": "harness.types.Query"}
+    with pytest.raises(ValueError, match=r"^retriever\.inner\._target_ 'harness\.types\.Query' is not a harness Retriever$"):
+        build.build_retriever(cfg)
 
 
 def _logged(parts, settings):

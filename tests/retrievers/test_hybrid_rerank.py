@@ -241,6 +241,11 @@ def cross_encoder_dir(tmp_path_factory):
     return folder
 
 
+def _rerank(**kwargs) -> RerankRetriever:
+    """A reranker built by hand, with the builder of its first stage (as build_retriever passes it)."""
+    return RerankRetriever(builder=build.build_sub_retriever, **kwargs)
+
+
 @pytest.fixture()
 def fresh_scores():
     rerank_module.clear_score_cache()
@@ -259,7 +264,7 @@ def pair_lengths(folder, pairs):
 @pytest.mark.slow
 def test_rerank_scores_candidates_with_the_cross_encoder_and_caches(cross_encoder_dir, fresh_scores):
     cs = chunks()
-    retr = RerankRetriever(first_stage="bm25", model=str(cross_encoder_dir), candidates=3, show_progress=False)
+    retr = _rerank(first_stage="bm25", model=str(cross_encoder_dir), candidates=3, show_progress=False)
     assert retr.needs_encoder is False and RerankRetriever.needs_encoder is True
     retr.index(cs)
     run = retr.search(QUERIES, k=2)
@@ -281,7 +286,7 @@ def test_rerank_scores_candidates_with_the_cross_encoder_and_caches(cross_encode
     assert run["q3"] == {}  # BM25 has no candidate for "???"
     # the same pairs again, also from a new instance: read from the cache, never re-scored
     assert retr.search(QUERIES, k=2) == run
-    other = RerankRetriever(first_stage="bm25", model=str(cross_encoder_dir), candidates=3, show_progress=False)
+    other = _rerank(first_stage="bm25", model=str(cross_encoder_dir), candidates=3, show_progress=False)
     other.index(cs)
     assert other.search(QUERIES, k=2) == run
     assert other.n_scored == 0 and other.n_cache_hits == len(expected_pairs)
@@ -294,7 +299,7 @@ def test_rerank_scores_candidates_with_the_cross_encoder_and_caches(cross_encode
 def test_rerank_input_limit_is_counted_and_follows_on_truncate(cross_encoder_dir, fresh_scores):
     cs = chunks()
     queries = QUERIES[:2]
-    retr = RerankRetriever(first_stage="bm25", model=str(cross_encoder_dir), candidates=4, max_length=16, on_truncate="error", show_progress=False)
+    retr = _rerank(first_stage="bm25", model=str(cross_encoder_dir), candidates=4, max_length=16, on_truncate="error", show_progress=False)
     assert retr.max_length == 16
     retr.index(cs)
     first = retr.first_stage.search(queries, 4)
@@ -309,7 +314,7 @@ def test_rerank_input_limit_is_counted_and_follows_on_truncate(cross_encoder_dir
         retr.search(queries, k=2)
     assert retr.n_scored == 0  # refused before scoring anything
 
-    warned = RerankRetriever(first_stage="bm25", model=str(cross_encoder_dir), candidates=4, max_length=16, show_progress=False)
+    warned = _rerank(first_stage="bm25", model=str(cross_encoder_dir), candidates=4, max_length=16, show_progress=False)
     warned.index(cs)
     with pytest.warns(UserWarning, match=rf"truncates {len(over)} of {len(pairs)} \(query, chunk\) pairs \(rerank\) to its 16-word-piece input limit"):
         warned.search(queries, k=2)
@@ -319,14 +324,14 @@ def test_rerank_input_limit_is_counted_and_follows_on_truncate(cross_encoder_dir
         warned.search(queries, k=2)  # each pair is counted once per retriever
     assert warned.n_over_limit == len(over)
 
-    silent = RerankRetriever(first_stage="bm25", model=str(cross_encoder_dir), candidates=4, max_length=16, on_truncate="ignore", show_progress=False)
+    silent = _rerank(first_stage="bm25", model=str(cross_encoder_dir), candidates=4, max_length=16, on_truncate="ignore", show_progress=False)
     silent.index(cs)
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         silent.search(queries, k=2)
     assert silent.n_over_limit == 0
     # the default limit is the model's own (512): nothing here exceeds it
-    assert RerankRetriever(first_stage="bm25", model=str(cross_encoder_dir)).max_length == 512
+    assert _rerank(first_stage="bm25", model=str(cross_encoder_dir)).max_length == 512
 
 
 @pytest.mark.slow
@@ -334,7 +339,7 @@ def test_rerank_finds_a_hub_id_in_the_local_cache_only(cross_encoder_dir, tmp_pa
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     monkeypatch.setenv("SENTENCE_TRANSFORMERS_HOME", str(tmp_path))
     with pytest.raises(ValueError, match=r"retriever\.model 'local/minilm-ce' is neither a local folder nor a hub id in .*HF_HUB_OFFLINE=1 is set") as info:
-        RerankRetriever(first_stage="bm25", model="local/minilm-ce")
+        _rerank(first_stage="bm25", model="local/minilm-ce")
     assert "\n" not in str(info.value)
     # the hub cache layout: models--<org>--<name>/refs/main -> snapshots/<commit>/
     repo = tmp_path / "models--local--minilm-ce"
@@ -342,7 +347,7 @@ def test_rerank_finds_a_hub_id_in_the_local_cache_only(cross_encoder_dir, tmp_pa
     shutil.copytree(cross_encoder_dir, repo / "snapshots" / commit)
     (repo / "refs").mkdir()
     (repo / "refs" / "main").write_text(commit)
-    retr = RerankRetriever(first_stage="bm25", model="local/minilm-ce")
+    retr = _rerank(first_stage="bm25", model="local/minilm-ce")
     assert retr.model_path == repo / "snapshots" / commit
 
 
@@ -380,10 +385,10 @@ def test_rerank_parameter_and_model_errors(cross_encoder_dir, tmp_path, monkeypa
     ]
     for kwargs, message in cases:
         with pytest.raises(ValueError, match=message) as info:
-            RerankRetriever(**{"first_stage": "bm25", "model": model, **kwargs})
+            _rerank(**{"first_stage": "bm25", "model": model, **kwargs})
         assert "\n" not in str(info.value), kwargs
     with pytest.raises(ValueError, match="before index"):
-        RerankRetriever(first_stage="bm25", model=model).search(QUERIES, k=1)
+        _rerank(first_stage="bm25", model=model).search(QUERIES, k=1)
 
 
 # --------------------------------------------------------------------------- configs and the builder
@@ -413,6 +418,29 @@ def test_configs_build_through_the_builder(cross_encoder_dir, encoder):
     assert isinstance(retr.first_stage, BM25Retriever) and retr.first_stage.k1 == 1.2
     with pytest.raises(ValueError, match=r"retriever\.fusion .*did you mean 'weighted'"):
         build.build_retriever(compose(["retriever=hybrid", "retriever.fusion=weigted"]), encoder)
+
+
+def test_the_first_stage_is_built_by_the_builder_only(cross_encoder_dir, encoder, monkeypatch):
+    """Rerank declares ``needs_builder``: build_retriever hands it build_sub_retriever, which
+    builds the first stage (a reranker without a builder refuses, naming where to get one)."""
+    assert RerankRetriever.needs_builder and not any(c.needs_builder for c in (BM25Retriever, FaissRetriever, HybridRetriever))
+    with pytest.raises(ValueError, match=r"^retriever\.first_stage: no builder for nested retriever configs; .*build_sub_retriever$"):
+        RerankRetriever(first_stage="bm25", model=str(cross_encoder_dir))
+    calls, original = [], build.build_sub_retriever
+
+    def recording(where, node, enc=None):
+        calls.append((where, dict(node), enc))
+        return original(where, node, enc)
+
+    monkeypatch.setattr(build, "build_sub_retriever", recording)
+    cfg = compose(["retriever=rerank", f"retriever.model={cross_encoder_dir}", "retriever.first_stage.fusion=weighted"])
+    retr = build.build_retriever(cfg, encoder)
+    expected = {"_target_": "harness.retrievers.hybrid.HybridRetriever", "fusion": "weighted", "rrf_k": 60, "alpha": 0.5, "depth": None, "k1": 1.5, "b": 0.75}
+    assert calls == [("retriever.first_stage", expected, encoder)]
+    assert isinstance(retr.first_stage, HybridRetriever) and retr.first_stage.fusion == "weighted" and retr.first_stage.encoder is encoder
+    calls.clear()
+    retr = build.build_retriever(compose(["retriever=rerank", f"retriever.model={cross_encoder_dir}", "retriever.first_stage=bm25"]), encoder)
+    assert calls == [("retriever.first_stage", {"_target_": "harness.retrievers.bm25.BM25Retriever"}, encoder)] and isinstance(retr.first_stage, BM25Retriever)
 
 
 # --------------------------------------------------------------------------- end to end
@@ -475,6 +503,7 @@ def test_hybrid_and_rerank_end_to_end(dataset_name, request, encoder, cross_enco
         on_truncate="ignore",
         show_progress=False,
         encoder=encoder,
+        builder=build.build_sub_retriever,
     )
     assert retr.needs_encoder is (dataset_name == "kestrel")
     reranked = evaluate(subset, chunker, retr, settings_, progress=False)
