@@ -30,6 +30,8 @@ Registered in ``conf/config.yaml`` under ``hydra.callbacks``. Life of a parent r
 
 from __future__ import annotations
 
+import copy
+
 import atexit
 import contextlib
 import itertools
@@ -291,8 +293,12 @@ def _value_changed_on_the_way(override, values: list[str], parser) -> str | None
         return type(a) is type(b) and a == b
 
     key = override.get_key_element()
+    if getattr(override.value(), "shuffle", False):  # shuffle(...): each pass draws another order; pair the values in typed order
+        override = copy.deepcopy(override)
+        override.value().shuffle = False
     try:
         typed = [plain(v) for v in override.sweep_iterator(transformer=Transformer.identity)]
+        values = list(override.sweep_string_iterator())
     except Exception:  # noqa: BLE001 - not enumerable without the config loader: nothing to compare here
         return None
     for value, text in zip(typed, values):

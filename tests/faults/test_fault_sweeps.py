@@ -363,3 +363,16 @@ def test_single_run_repeated_key_warns_naming_both_overrides(tmp_path, capsys, m
     assert cli_run.run_command(args) == 0
     (line,) = [ln for ln in capsys.readouterr().err.splitlines() if ln.strip()]
     assert line.startswith("harness run: warning: chunker.chunk_size: given twice (chunker.chunk_size=128 and chunker.chunk_size=512); the last one")
+
+
+@settings(max_examples=40, deadline=None)
+@given(values=st.lists(st.integers(min_value=0, max_value=10_000), min_size=2, max_size=6, unique=True))
+def test_a_shuffled_sweep_is_planned_with_its_values_never_refused(values):
+    """``shuffle(...)`` draws a new order on every pass over the values: the plan holds each
+    value once whatever the order (formerly two passes were compared position by position and
+    a valid sweep was refused at random)."""
+    line = "chunker.chunk_size=shuffle(" + ",".join(map(str, values)) + ")"
+    for _ in range(5):  # several draws: a refusal would show up in some order
+        plan = plan_sweep(["retriever=bm25", line], None, BASIC)
+        assert sorted(int(job[1].split("=", 1)[1]) for job in plan.jobs) == sorted(values)
+        assert plan.n_jobs == len(values)
