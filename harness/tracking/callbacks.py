@@ -30,10 +30,9 @@ Registered in ``conf/config.yaml`` under ``hydra.callbacks``. Life of a parent r
 
 from __future__ import annotations
 
-import copy
-
 import atexit
 import contextlib
+import copy
 import itertools
 import json
 import math
