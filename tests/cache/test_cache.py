@@ -308,6 +308,7 @@ def test_killed_embedding_writer_leaves_only_whole_valid_batches(tmp_path):
     assert store.count() == n + 1
 
 
+@pytest.mark.slow
 def test_killed_chunk_writer_leaves_no_half_written_entry(tmp_path):
     folder = tmp_path / "chunks"
     temp_file = lambda: any(folder.rglob("*.tmp"))  # noqa: E731

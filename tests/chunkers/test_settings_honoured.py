@@ -120,6 +120,7 @@ CHAT = st.lists(st.tuples(st.integers(0, 180), st.sampled_from(["hi", "ok " * 12
 DOCUMENTS = st.one_of(LONG_WORD, ONLY_SEPARATORS, CJK, EMOJI, CRLF, MIXED, TABLE, CHAT)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", [pytest.param(n, marks=pytest.mark.slow) if n in EMBEDS else n for n in CONFIGS if n not in NEEDS_SERVICE])
 def test_every_setting_holds_on_generated_documents(name, encoder):
     # sizes and overlaps from a few values, so that each drawn configuration is built once
@@ -141,6 +142,7 @@ def test_every_setting_holds_on_generated_documents(name, encoder):
 NO_SPACE = st.one_of(LONG_WORD, CJK.filter(lambda t: "。" not in t and "、" not in t), EMOJI)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name, separators", [("fixed", None), ("recursive", None), ("recursive", '["\\n\\n","\\n"]'), ("recursive", '["\\n\\n"," ",""]')])
 @settings(max_examples=15, deadline=None, phases=PHASES)
 @given(text=NO_SPACE, size=st.integers(2, 30), overlap_frac=st.floats(0, 0.95))

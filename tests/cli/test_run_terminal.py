@@ -43,6 +43,7 @@ def bad_store(tmp_path_factory):
     return tmp, fresh_store(tmp / "mlflow.db")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "overrides, expected",
     [

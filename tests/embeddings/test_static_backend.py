@@ -38,6 +38,7 @@ def distilled(tmp_path_factory):
     return cache, enc
 
 
+@pytest.mark.slow
 def test_distilled_model_encodes_with_the_right_shapes(distilled):
     cache, enc = distilled
     assert is_static_folder(enc.model_path) and enc.model_path.parent == cache / "static_models"
@@ -53,6 +54,7 @@ def test_distilled_model_encodes_with_the_right_shapes(distilled):
     assert enc.count_tokens(["the scheduler retries"]) == [len(enc.token_spans("the scheduler retries"))]
 
 
+@pytest.mark.slow
 def test_the_cache_and_the_distilled_model_are_reused(distilled, recwarn):
     cache, first = distilled
     first.encode(TEXTS)
@@ -69,6 +71,7 @@ def test_the_cache_and_the_distilled_model_are_reused(distilled, recwarn):
     assert ready.distill_seconds is None
 
 
+@pytest.mark.slow
 def test_prompts_and_roles(distilled):
     _, enc = distilled
     prompted = StaticEncoder(**SMALL, cache_dir=distilled[0], query_prompt="where is", show_progress=False)
@@ -78,6 +81,7 @@ def test_prompts_and_roles(distilled):
     assert not np.allclose(q, d, atol=1e-3)
 
 
+@pytest.mark.slow
 def test_the_window_is_the_static_tokenizers_first_tokens(distilled, tmp_path):
     cache, enc = distilled
     short = StaticEncoder(**SMALL, cache_dir=cache, max_seq_length=4, show_progress=False)

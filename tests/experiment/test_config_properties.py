@@ -148,6 +148,7 @@ def _set(data: dict, path: tuple[str, ...], value) -> dict:
     return {**data, path[0]: _set(data[path[0]], path[1:], value)}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("option", _group_options())
 def test_every_setting_changes_the_hash_or_is_declared_hash_neutral(option):
     cfg = compose([*BASE, *option.split()])
@@ -164,6 +165,7 @@ def test_every_setting_changes_the_hash_or_is_declared_hash_neutral(option):
     assert not silent, f"{option or '(defaults)'}: settings that change nothing in the config hash and are not in HASH_NEUTRAL: {silent}"
 
 
+@pytest.mark.slow
 def test_hash_neutral_declares_existing_settings_with_their_shipped_values():
     """Every HASH_NEUTRAL path names a group or a setting of a shipped config, and a setting's
     declared value is the one every shipped config holds (so no shipped hash moved)."""

@@ -105,6 +105,7 @@ def _logged(uri: str, run_id: str) -> dict[str, float]:
     return run_metrics(uri, run_id)
 
 
+@pytest.mark.slow
 def test_logged_report_shows_the_logged_metrics_and_cis(store):
     uri, results, _, arts = store
     for size in SIZES:

@@ -315,6 +315,7 @@ def test_semantic_modes_split_two_topics(encoder, breakpoint, amount):
     assert TOPIC_BREAK in {c.end for c in chunks}
 
 
+@pytest.mark.slow
 def test_semantic_boundaries_follow_the_distance_series_on_real_text(kestrel, encoder):
     doc = kestrel.by_id["architecture_overview.txt"]
     sents = sentence_spans(doc.text)
@@ -348,6 +349,7 @@ def test_semantic_buffer_embeds_sentence_windows_but_keeps_sentence_spans(kestre
     assert {c.end for c in chunks} <= {e for _, e in sents}
 
 
+@pytest.mark.slow
 def test_semantic_min_and_max_guards_on_real_text(kestrel, encoder):
     tokens = get_counter("tokens")
     for name in ("architecture_overview.txt", "faq.md"):
