@@ -22,7 +22,9 @@ import functools
 import gc
 import os
 import sys
-from typing import Iterator
+from typing import Iterable, Iterator
+
+from harness.params import Param
 
 _depth = 0
 
@@ -71,8 +73,20 @@ def check_torch_device(setting: str, device: str) -> None:
 
 
 #: Embedding precisions: ``auto`` picks ``bf16`` where the CPU multiplies bf16 matrices in
-#: hardware (:func:`fast_bf16_cpu`), else ``fp32``.
-PRECISIONS = ("auto", "fp32", "bf16")
+#: hardware (:func:`fast_bf16_cpu`), else ``fp32``; ``int8`` (dynamic int8 quantisation of the
+#: linear layers) is only ever used when asked for (:data:`AUTO_MAY_PICK_INT8`).
+PRECISIONS = ("auto", "fp32", "bf16", "int8")
+#: Values ``HARNESS_AUTO_PRECISION`` may fix ``auto`` to.
+AUTO_CHOICES = ("fp32", "bf16")
+#: Quantized engines of PyTorch that run dynamically quantised ``Linear`` layers, in the
+#: order one is chosen when the current engine is ``none`` (``torch.backends.quantized``).
+QUANTIZED_ENGINES = ("x86", "fbgemm", "onednn", "qnnpack")
+#: The rule for ``auto`` and int8: ``auto`` may pick a precision only if it changes no metric
+#: significantly (paired comparison against fp32, p < 0.05 at the headline cut-offs 5 and
+#: 10, on both benchmark datasets: ``experiments/precision_effect.py``). int8 failed it
+#: (``docs/embeddings.md``, "Precision"), so ``auto`` never returns ``int8``.
+AUTO_MAY_PICK_INT8 = False
+PRECISION = Param("precision", "choice", choices=PRECISIONS)
 
 
 @functools.lru_cache(maxsize=1)
@@ -124,30 +138,81 @@ def package_versions(names) -> dict[str, str]:
     return out
 
 
-def resolve_precision(precision: str, device: str = "cpu") -> str:
-    """The precision an embedding model runs at: ``fp32`` or ``bf16``.
+def quantized_engines() -> tuple[str, ...]:
+    """The quantized engines this PyTorch build supports on this CPU
+    (``torch.backends.quantized.supported_engines`` without ``none``; PyTorch lists fbgemm and
+    x86 only where the CPU has AVX2, detected at run time). Imports torch."""
+    import torch
 
-    ``auto`` is ``bf16`` on a CPU device where :func:`fast_bf16_cpu` holds and ``fp32``
-    everywhere else (GPUs included: ask for ``bf16`` explicitly there). The environment
-    variable ``HARNESS_AUTO_PRECISION`` (``fp32`` or ``bf16``) fixes what ``auto`` means on
-    this machine, e.g. for a CI job whose expected values were computed at fp32. ``fp32``
-    and ``bf16`` are returned as given.
+    return tuple(e for e in torch.backends.quantized.supported_engines if e != "none")
+
+
+def choose_quantized_engine(supported: Iterable[str], current: str | None = None) -> str | None:
+    """The engine int8 runs on: ``current`` (``torch.backends.quantized.engine``) when it is
+    supported, else the first of :data:`QUANTIZED_ENGINES` that is; None when none is."""
+    supported = tuple(supported)
+    if current in supported and current in QUANTIZED_ENGINES:
+        return current
+    return next((e for e in QUANTIZED_ENGINES if e in supported), None)
+
+
+def choose_precision(precision: str, device: str, flags: Iterable[str], engines: Iterable[str] | None, forced: str = "") -> str:
+    """The rule of :func:`resolve_precision` over given facts (no probing; property-tested).
+
+    Args:
+        precision: ``embedding.precision`` as configured (one of :data:`PRECISIONS`).
+        device: the torch device (``cpu``, ``cuda``, ``cuda:N``, ``mps``).
+        flags: the CPU's feature flags (``/proc/cpuinfo``).
+        engines: the supported quantized engines (:func:`quantized_engines`); read only for
+            ``int8``, so None is fine for the others.
+        forced: the value of ``HARNESS_AUTO_PRECISION`` (``""``: unset).
+
+    Returns:
+        ``fp32``, ``bf16`` or ``int8``; ``auto`` never gives ``int8`` (:data:`AUTO_MAY_PICK_INT8`).
 
     Raises:
-        ValueError: ``precision`` not in :data:`PRECISIONS` (naming ``embedding.precision``),
-            or ``HARNESS_AUTO_PRECISION`` set to anything but ``fp32`` or ``bf16``.
+        ValueError: an unknown precision (``did you mean``); ``int8`` on a device other than
+            the CPU or where no quantized engine is supported; ``forced`` not in :data:`AUTO_CHOICES`.
     """
-    if precision not in PRECISIONS:
-        import difflib
-
-        close = difflib.get_close_matches(str(precision), PRECISIONS, n=1)
-        hint = f" (did you mean {close[0]!r}?)" if close else ""
-        raise ValueError(f"embedding.precision must be one of 'auto', 'fp32', 'bf16', got {precision!r}{hint}")
+    PRECISION.check(precision, "embedding")
+    if precision == "int8":
+        if str(device) != "cpu":
+            raise ValueError(
+                f"embedding.precision=int8 runs on the CPU only (PyTorch's dynamic quantisation), but embedding.device={device!r}; use embedding.device=cpu or another precision"
+            )
+        if choose_quantized_engine(engines or ()) is None:
+            raise ValueError(
+                "embedding.precision=int8 needs a PyTorch quantized engine (x86, fbgemm, onednn or qnnpack), but this torch build supports none on "
+                "this CPU (torch.backends.quantized.supported_engines); use embedding.precision=fp32"
+            )
+        return "int8"
     if precision != "auto":
         return precision
-    forced = os.environ.get("HARNESS_AUTO_PRECISION", "")
     if forced:
-        if forced not in ("fp32", "bf16"):
+        if forced not in AUTO_CHOICES:
             raise ValueError(f"environment variable HARNESS_AUTO_PRECISION must be 'fp32' or 'bf16' (or unset), got {forced!r}")
         return forced
-    return "bf16" if str(device) == "cpu" and fast_bf16_cpu() else "fp32"
+    flags = frozenset(flags)
+    return "bf16" if str(device) == "cpu" and "amx_bf16" in flags and "amx_tile" in flags else "fp32"
+
+
+def resolve_precision(precision: str, device: str = "cpu") -> str:
+    """The precision an embedding model runs at: ``fp32``, ``bf16`` or ``int8``.
+
+    ``auto`` is ``bf16`` on a CPU device where :func:`fast_bf16_cpu` holds and ``fp32``
+    everywhere else (GPUs included: ask for ``bf16`` explicitly there); it never picks
+    ``int8``, which changed metrics significantly (:data:`AUTO_MAY_PICK_INT8`). The
+    environment variable ``HARNESS_AUTO_PRECISION`` (``fp32`` or ``bf16``) fixes what
+    ``auto`` means on this machine, e.g. for a CI job whose expected values were computed
+    at fp32. ``fp32`` and ``bf16`` are returned as given; ``int8`` after checking that it can
+    run here (CPU device, a quantized engine: :func:`quantized_engines`, which imports torch).
+    The rule itself is :func:`choose_precision`.
+
+    Raises:
+        ValueError: ``precision`` not in :data:`PRECISIONS` (naming ``embedding.precision``,
+            with ``did you mean``), ``int8`` where it cannot run, or
+            ``HARNESS_AUTO_PRECISION`` set to anything but ``fp32`` or ``bf16``.
+    """
+    PRECISION.check(precision, "embedding")
+    engines = quantized_engines() if precision == "int8" else None
+    return choose_precision(precision, device, cpu_flags() if precision == "auto" else (), engines, os.environ.get("HARNESS_AUTO_PRECISION", ""))

@@ -181,7 +181,7 @@ def declared_dimension(folder: str | os.PathLike) -> int | None:
         return None
 
 
-def embedding_key(model_name: str, fingerprint: str, max_seq_length: int, normalize: bool, precision: str = "fp32") -> str:
+def embedding_key(model_name: str, fingerprint: str, max_seq_length: int, normalize: bool, precision: str = "fp32", engine: str | None = None) -> str:
     """sha256 hex identifying one embedding function.
 
     Args:
@@ -189,8 +189,11 @@ def embedding_key(model_name: str, fingerprint: str, max_seq_length: int, normal
         fingerprint: :func:`model_folder_fingerprint` of the weights folder.
         max_seq_length: word pieces read per input (longer inputs are truncated).
         normalize: whether vectors are L2-normalised.
-        precision: ``fp32`` or ``bf16``, as the model runs (resolved, never ``auto``);
-            ``fp32`` keys exactly as before the setting existed.
+        precision: ``fp32``, ``bf16`` or ``int8``, as the model runs (resolved, never
+            ``auto``); ``fp32`` keys exactly as before the setting existed, ``bf16`` as before
+            ``int8`` existed.
+        engine: the PyTorch quantized engine of an ``int8`` model (``x86``, ``fbgemm``,
+            ``onednn``, ``qnnpack``: their kernels round differently); None for the others.
     """
     fields = {
         "format": FORMAT_VERSION,
@@ -201,6 +204,8 @@ def embedding_key(model_name: str, fingerprint: str, max_seq_length: int, normal
     }
     if precision != "fp32":
         fields["precision"] = precision
+    if engine is not None:
+        fields["quantized_engine"] = engine
     return sha256_hex(canonical_json(fields))
 
 

@@ -202,6 +202,10 @@ class CachedEncoder(ABC):
     def _prepare(self) -> None:
         """Load the model or open the client before the first block (default: nothing)."""
 
+    def _cache_hits(self, hits: int) -> None:
+        """Called after ``hits`` vectors of one :meth:`encode` call were read from the disk
+        cache (a backend may warn when reused vectors could differ from fresh ones). Default: nothing."""
+
     def _describe(self) -> dict[str, Any]:
         """What the disk cache records about the model next to its vectors."""
         return {"backend": self.backend, "model": self.model_name, "max_seq_length": self.max_seq_length}
@@ -281,6 +285,7 @@ class CachedEncoder(ABC):
                 self._cache[k] = v
                 del todo[k]
             self.n_cache_hits += len(hits)
+            self._cache_hits(len(hits))
         if todo:
             self._embed(todo, desc)
         elif self.poll is not None:

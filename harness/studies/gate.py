@@ -287,7 +287,7 @@ def baseline_payload(gate: Gate, cli_overrides: Sequence[str], cfg, dataset, run
 
 
 def embedding_precision(cfg) -> str | None:
-    """The precision the candidate's embedding model runs at here (``fp32`` or ``bf16``,
+    """The precision the candidate's embedding model runs at here (``fp32``, ``bf16`` or ``int8``,
     ``embedding.precision`` resolved by :func:`harness.runtime.resolve_precision`); None for
     a backend without the setting (``static``, ``openai``)."""
     from harness.runtime import PRECISIONS, resolve_precision
@@ -313,7 +313,7 @@ def precision_line(baseline: "Baseline", candidate: str | None) -> str:
     line = f"embedding precision: baseline {recorded or 'n/a'}, candidate {candidate or 'n/a'}"
     if recorded != candidate:
         line += (
-            " (differs: bf16 moves vectors by cosine ~1e-4, so per-query values may differ from precision alone; "
+            " (differs: bf16 moves vectors by cosine ~1e-4, int8 by several hundredths, so per-query values may differ from precision alone; "
             "pin embedding.precision in the gate's overrides)"
         )
     return line
