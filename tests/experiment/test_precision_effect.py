@@ -1,4 +1,4 @@
-"""The published fp32-vs-bf16 table is the rendering of the committed result JSON (no runs)."""
+"""The published fp32-vs-bf16 and fp32-vs-int8 tables are the rendering of the committed result JSON (no runs)."""
 
 import importlib.util
 import json
@@ -31,19 +31,35 @@ def test_committed_json_covers_both_datasets_and_every_metric_consistently():
     data = json.loads(RESULT.read_text(encoding="utf-8"))
     assert [d["dataset"] for d in data["datasets"]] == list(script.DATASETS)
     for ds in data["datasets"]:
-        assert [r["metric"] for r in ds["metrics"]] == list(script.METRICS)
-        for r in ds["metrics"]:
-            # invariants of a paired comparison, independent of how it was computed
-            assert abs((r["bf16"] - r["fp32"]) - r["diff"]) < 1e-9
-            assert r["ci_low"] <= r["diff"] + 1e-12 and r["diff"] <= r["ci_high"] + 1e-12
-            assert 0 < r["p"] <= 1
-            assert r["changed"] == r["higher"] + r["lower"] <= ds["n_queries"]
-            if r["changed"] == 0:
-                assert r["diff"] == 0 and r["p"] == 1
-        v = ds["vectors"]
-        assert 0.999 < v["min_cosine"] <= 1 + 1e-9
-        assert abs(v["max_abs_cosine_diff"] - (1 - v["min_cosine"])) < 1e-9
-        assert v["n_texts"] > ds["n_queries"]
+        assert sorted(ds["against_fp32"]) == sorted(script.OTHERS) == ["bf16", "int8"]
+        for other, side in ds["against_fp32"].items():
+            assert [r["metric"] for r in side["metrics"]] == list(script.METRICS)
+            for r in side["metrics"]:
+                # invariants of a paired comparison, independent of how it was computed
+                assert abs((r[other] - r["fp32"]) - r["diff"]) < 1e-9
+                assert r["ci_low"] <= r["diff"] + 1e-12 and r["diff"] <= r["ci_high"] + 1e-12
+                assert 0 < r["p"] <= 1
+                assert r["changed"] == r["higher"] + r["lower"] <= ds["n_queries"]
+                if r["changed"] == 0:
+                    assert r["diff"] == 0 and r["p"] == 1
+            v = side["vectors"]
+            assert (0.999 if other == "bf16" else 0.5) < v["min_cosine"] <= v["mean_cosine"] <= 1 + 1e-9
+            assert abs(v["max_abs_cosine_diff"] - (1 - v["min_cosine"])) < 1e-9
+            assert v["n_texts"] > ds["n_queries"]
+        # the fp32 side is one run, whichever precision it is compared with
+        assert [r["fp32"] for r in ds["against_fp32"]["bf16"]["metrics"]] == [r["fp32"] for r in ds["against_fp32"]["int8"]["metrics"]]
+
+
+def test_committed_speed_is_side_by_side_and_names_the_cpu():
+    data = json.loads(RESULT.read_text(encoding="utf-8"))
+    speed, env = data["speed"], data["environment"]
+    assert env["cpu_model"] and {"fp32", "int8"} <= set(speed["median_s"])
+    assert all(len(v) == speed["rounds"] >= 1 for v in speed["seconds"].values())
+    for p, median in speed["median_s"].items():
+        assert min(speed["seconds"][p]) <= median <= max(speed["seconds"][p])
+        assert abs(speed["texts_per_s"][p] - speed["n_texts"] / median) < 0.06
+        assert abs(speed["speedup_vs_fp32"][p] - speed["median_s"]["fp32"] / median) < 1e-3
+    assert "bf16" in speed["median_s"] or not env["cpu_avx512_bf16"]
 
 
 def test_rerunning_one_dataset_keeps_the_other_datasets_entries_as_committed():
@@ -65,3 +81,13 @@ def test_rerunning_one_dataset_keeps_the_other_datasets_entries_as_committed():
     other["metrics"] = other["metrics"][:-1]
     with pytest.raises(SystemExit, match="metrics"):
         script.merge_results(committed, other)
+
+
+def test_auto_follows_the_committed_measurement():
+    """auto may pick only a precision that passes the documented rule on the committed runs."""
+    from harness import runtime
+
+    script = _script()
+    verdict = script.auto_eligible(json.loads(RESULT.read_text(encoding="utf-8")))
+    assert verdict["int8"] is runtime.AUTO_MAY_PICK_INT8
+    assert verdict["bf16"] and "bf16" in runtime.AUTO_CHOICES
