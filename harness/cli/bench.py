@@ -29,7 +29,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     parser.add_argument("--rounds", type=int, default=3, help="--vs-reference: interleaved rounds, median of per-round ratios (default: %(default)s)")
     parser.add_argument("--from-json", metavar="FILE", help="print the --vs-reference tables of a JSON written by --out, without running anything")
-    parser.add_argument("--update-docs", action="store_true", help="with --vs-reference or --from-json: write the tables into docs/benchmark.md")
+    parser.add_argument(
+        "--update-docs", action="store_true", help="with --vs-reference, --from-json or --scale-chunks: write the tables into docs/benchmark.md"
+    )
     parser.add_argument("--scale", metavar="FACTORS", help="instead: cost as the work grows, --dataset repeated e.g. 1,10,100 times (docs/benchmark.md)")
     chunks = parser.add_argument_group("--scale-chunks: search over N distinct chunks (docs/benchmark.md)")
     chunks.add_argument("--scale-chunks", metavar="N", type=int, help="instead: FAISS IVF/HNSW and BM25 over >= N distinct chunks, e.g. 1000000")
@@ -132,6 +134,8 @@ def _scale_chunks(args: argparse.Namespace) -> int:
     _write_json(args.out, result)
     print(f"wrote {args.out}", file=sys.stderr)
     print(bench_chunks.tables(result))
+    if args.update_docs:
+        print(f"wrote the tables into {bench_chunks.update_docs(result)}", file=sys.stderr)
     return 0
 
 

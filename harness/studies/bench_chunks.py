@@ -197,20 +197,22 @@ def estimate_peak_bytes(n_chunks: int, chunk_chars: int = CHUNK_CHARS, dim: int 
     Deliberately on the high side (``dim`` 384 is MiniLM's, the static model has 256):
 
     * corpus (every process): documents and chunk texts (``2 * chunk_chars`` bytes per chunk,
-      ASCII) plus ~700 bytes of objects per chunk (chunk, ids, spans, evidence) and 0.5 GB of
-      interpreter, libraries and model;
+      ASCII) plus ~1,300 bytes of objects per chunk (chunk, ids, spans, evidence, the set of
+      texts seen) and 0.5 GB of interpreter, libraries and model (2.3 GB measured at a million
+      256-character chunks);
     * ``faiss``: three float32 copies of the vectors (the encoder's memory cache, the
       retriever's matrix, the index's own) ``3 * 4 * dim`` bytes per chunk, ~250 bytes of cache
       entry per chunk, and the HNSW graph ``2 * hnsw_m * 4`` bytes per chunk when built;
-    * ``bm25``: per token (about ``chunk_chars / 5``), ~70 bytes of Python string and list
-      slot while tokenising plus 12 bytes in the sparse score matrix.
+    * ``bm25``: per token (about ``chunk_chars / 5``), ~120 bytes: the Python string and list
+      slot of every token while tokenising, bm25s's own token ids and its sparse score matrix
+      (6.75 GB peak measured at a million 256-character chunks, 8.4 GB estimated).
 
     Returns:
         ``{"faiss": bytes, "bm25": bytes}``.
     """
-    corpus = n_chunks * (2 * chunk_chars + 700) + GB // 2
+    corpus = n_chunks * (2 * chunk_chars + 1300) + GB // 2
     faiss = corpus + n_chunks * (12 * dim + 250) + (n_chunks * 8 * hnsw_m if "hnsw" in indexes else 0)
-    bm25 = corpus + n_chunks * (chunk_chars // 5) * 82
+    bm25 = corpus + n_chunks * (chunk_chars // 5) * 120
     return {"faiss": int(faiss), "bm25": int(bm25)}
 
 
@@ -283,7 +285,7 @@ def measure(kind: str, spec: dict) -> dict:
         encoder.encode(texts)
         seconds = time.perf_counter() - t0
         meter("end")
-        out["minilm"] = {"texts": len(texts), "seconds": seconds, "chunks_per_s": len(texts) / seconds, "precision": getattr(encoder, "precision", None)}
+        out["minilm"] = {"texts": len(texts), "seconds": seconds, "chunks_per_s": len(texts) / seconds, "precision": encoder.precision_used}
     else:
         import faiss
 
@@ -473,6 +475,27 @@ def scale_chunks(
     )
     result["memory_is"] = "peak resident set size (VmHWM) of the measuring process, reset at each phase start via /proc/self/clear_refs"
     return result
+
+
+#: The block of ``docs/benchmark.md`` that holds :func:`tables` of the committed result.
+MARKERS = ("<!-- scale-chunks:start -->", "<!-- scale-chunks:end -->")
+
+
+def update_docs(result: dict, root: str | os.PathLike = PROJECT_ROOT) -> Path:
+    """Write :func:`tables` of ``result`` into ``docs/benchmark.md`` under ``root`` between
+    :data:`MARKERS`; returns the file written.
+
+    Raises:
+        ValueError: the file has no marker block.
+    """
+    path = Path(root) / "docs" / "benchmark.md"
+    text = path.read_text(encoding="utf-8")
+    start, end = MARKERS
+    i, j = text.find(start), text.find(end)
+    if i < 0 or j < i:
+        raise ValueError(f"{path} has no {start} ... {end} block to write the tables into")
+    path.write_text(text[: i + len(start)] + "\n" + tables(result) + "\n" + text[j:], encoding="utf-8")
+    return path
 
 
 def _gb(value) -> str:
