@@ -194,24 +194,27 @@ def mem_available_bytes() -> int | None:
 def estimate_peak_bytes(n_chunks: int, chunk_chars: int = CHUNK_CHARS, dim: int = 384, indexes: Sequence[str] = INDEXES, hnsw_m: int = 32) -> dict[str, int]:
     """Estimated peak resident bytes of each measuring process, for the refusal before any work.
 
-    Deliberately on the high side (``dim`` 384 is MiniLM's, the static model has 256):
+    Deliberately on the high side (``dim`` 384 is MiniLM's, the static model has 256), from the
+    peaks measured at a million chunks:
 
     * corpus (every process): documents and chunk texts (``2 * chunk_chars`` bytes per chunk,
       ASCII) plus ~1,300 bytes of objects per chunk (chunk, ids, spans, evidence, the set of
-      texts seen) and 0.5 GB of interpreter, libraries and model (2.3 GB measured at a million
-      256-character chunks);
-    * ``faiss``: three float32 copies of the vectors (the encoder's memory cache, the
-      retriever's matrix, the index's own) ``3 * 4 * dim`` bytes per chunk, ~250 bytes of cache
-      entry per chunk, and the HNSW graph ``2 * hnsw_m * 4`` bytes per chunk when built;
+      texts seen) and 0.5 GB of interpreter, libraries and model (2.3 GB of 1024³ bytes measured
+      at a million 256-character chunks);
+    * ``faiss``: ``24 * dim + 4000`` bytes per chunk: three float32 copies of the vectors (the
+      encoder's memory cache, the retriever's matrix, the index's own) and as much again in
+      temporaries, the cache entries, token counts and labels (10.9 GB of 1024³ bytes peak measured
+      at a million 256-dimensional chunks, 11.9 estimated with HNSW), plus the HNSW graph ``2 * hnsw_m * 4`` bytes
+      per chunk when built;
     * ``bm25``: per token (about ``chunk_chars / 5``), ~120 bytes: the Python string and list
       slot of every token while tokenising, bm25s's own token ids and its sparse score matrix
-      (6.75 GB peak measured at a million 256-character chunks, 8.4 GB estimated).
+      (6.75 GB of 1024³ bytes peak measured at a million 256-character chunks, 7.9 estimated).
 
     Returns:
         ``{"faiss": bytes, "bm25": bytes}``.
     """
     corpus = n_chunks * (2 * chunk_chars + 1300) + GB // 2
-    faiss = corpus + n_chunks * (12 * dim + 250) + (n_chunks * 8 * hnsw_m if "hnsw" in indexes else 0)
+    faiss = corpus + n_chunks * (24 * dim + 4000) + (n_chunks * 8 * hnsw_m if "hnsw" in indexes else 0)
     bm25 = corpus + n_chunks * (chunk_chars // 5) * 120
     return {"faiss": int(faiss), "bm25": int(bm25)}
 
@@ -462,8 +465,15 @@ def scale_chunks(
         if own:
             shutil.rmtree(work, ignore_errors=True)
     result["cpu_after"] = cpu_summary()
+    return summarise(result)
+
+
+def summarise(result: dict) -> dict:
+    """``result`` with its derived entries set from its runs: ``minilm_extrapolated`` (the MiniLM
+    seconds for every chunk = chunks ÷ the measured MiniLM chunks per second, labelled
+    ``extrapolated``; None without a MiniLM measurement) and ``memory_is``. Returns ``result``."""
     minilm = result["runs"].get("minilm", {}).get("minilm")
-    n = next((run["n_chunks"] for kind, run in result["runs"].items() if kind != "minilm"), n_chunks)
+    n = next((run["n_chunks"] for kind, run in result["runs"].items() if kind != "minilm"), result["n_chunks_asked"])
     result["minilm_extrapolated"] = (
         {
             "n_chunks": n,

@@ -74,6 +74,9 @@ def test_an_estimate_above_the_available_memory_is_refused_in_one_line():
     with_hnsw = bc.estimate_peak_bytes(10**6, 256, indexes=["ivf", "hnsw"])
     assert with_hnsw["faiss"] - bc.estimate_peak_bytes(10**6, 256, indexes=["ivf"])["faiss"] == 10**6 * 8 * 32  # the HNSW links
     assert with_hnsw["faiss"] > 10**6 * 384 * 4 * 3  # at least three float32 copies of a million 384-d vectors
+    assert (
+        bc.estimate_peak_bytes(10**6, 256, dim=256)["faiss"] > 11.6 * 2**30 and bc.estimate_peak_bytes(10**6, 256)["bm25"] > 6.75 * 2**30
+    )  # the measured peaks
     with pytest.raises(ValueError, match=r"^--scale-chunks 1000000: the estimated peak memory \d+\.\d GB exceeds MemAvailable 1\.0 GB") as err:
         bc.check_memory(10**6, 256, ["ivf", "hnsw"], 2**30)
     assert "\n" not in str(err.value)
@@ -154,3 +157,25 @@ def test_the_measuring_code_path_at_20000_chunks(small_static, kestrel):
     }
     text = bc.tables(json.loads(json.dumps(result)))
     assert "| faiss ivf |" in text and "| faiss hnsw |" in text and "| bm25 (bm25s" in text and "measured |" in text
+
+
+def test_docs_tables_are_rendered_from_the_committed_json(tmp_path):
+    """docs/benchmark.md shows exactly the tables of experiments/bench/scale_chunks.json, which
+    holds at least a million distinct chunks, ANN recall at 5 and 10 in [0, 1] and the MiniLM
+    time labelled as extrapolated."""
+    import re
+    import shutil
+
+    from harness.experiment.build import PROJECT_ROOT
+
+    result = json.loads((PROJECT_ROOT / "experiments" / "bench" / "scale_chunks.json").read_text(encoding="utf-8"))
+    docs = (PROJECT_ROOT / "docs" / "benchmark.md").read_text(encoding="utf-8")
+    block = re.search(r"<!-- scale-chunks:start -->\n(.*?)\n<!-- scale-chunks:end -->", docs, re.S)
+    assert block is not None and block.group(1).strip() == bc.tables(result).strip()
+    assert min(run["n_chunks"] for kind, run in result["runs"].items() if kind != "minilm") >= 1_000_000
+    for r in result["runs"]["faiss"]["indexes"].values():
+        assert all(0 <= r["ann_recall"][k] <= 1 for k in ("5", "10"))
+    assert result["minilm_extrapolated"]["how"].startswith("extrapolated")
+    (tmp_path / "docs").mkdir()
+    shutil.copy(PROJECT_ROOT / "docs" / "benchmark.md", tmp_path / "docs" / "benchmark.md")
+    assert bc.update_docs(result, tmp_path).read_text(encoding="utf-8") == docs  # rewriting gives the same page
