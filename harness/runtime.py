@@ -105,6 +105,45 @@ def cpu_flags() -> frozenset[str]:
     return frozenset()
 
 
+def cpu_model() -> str:
+    """The CPU's model name as the Linux kernel reports it (``model name`` in ``/proc/cpuinfo``),
+    else :func:`platform.processor`, else ``"unknown"``: read at run time for benchmark output."""
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as fh:
+            for line in fh:
+                if line.startswith("model name"):
+                    return line.partition(":")[2].strip() or "unknown"
+    except OSError:
+        pass
+    import platform
+
+    return platform.processor() or "unknown"
+
+
+#: The SIMD and matrix features a benchmark reports, when the CPU has them.
+SIMD_FLAGS = ("sse4_2", "avx2", "fma", "avx512f", "avx512_bf16", "avx512_vnni", "amx_bf16", "amx_tile")
+
+
+def cpu_summary() -> dict:
+    """What a benchmark records of the CPU that measured it, detected at run time: ``model``
+    (:func:`cpu_model`), ``cores`` (``os.cpu_count()``), ``usable_cores`` (the process's CPU
+    affinity where the OS reports it), ``simd`` (those of :data:`SIMD_FLAGS` in
+    :func:`cpu_flags`) and ``load_average`` (1, 5 and 15 minutes, ``os.getloadavg``; None
+    where unavailable)."""
+    import os
+
+    try:
+        usable = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        usable = os.cpu_count()
+    try:
+        load = [round(x, 2) for x in os.getloadavg()]
+    except (AttributeError, OSError):
+        load = None
+    flags = cpu_flags()
+    return {"model": cpu_model(), "cores": os.cpu_count(), "usable_cores": usable, "simd": [f for f in SIMD_FLAGS if f in flags], "load_average": load}
+
+
 def fast_bf16_cpu() -> bool:
     """True when this CPU multiplies bf16 matrices in hardware tiles: Intel AMX (flags
     ``amx_bf16`` and ``amx_tile``, which Linux reports only when the kernel can hand AMX

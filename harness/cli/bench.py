@@ -29,9 +29,22 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     parser.add_argument("--rounds", type=int, default=3, help="--vs-reference: interleaved rounds, median of per-round ratios (default: %(default)s)")
     parser.add_argument("--from-json", metavar="FILE", help="print the --vs-reference tables of a JSON written by --out, without running anything")
-    parser.add_argument("--update-docs", action="store_true", help="with --vs-reference or --from-json: write the tables into docs/benchmark.md")
+    parser.add_argument(
+        "--update-docs", action="store_true", help="with --vs-reference, --from-json or --scale-chunks: write the tables into docs/benchmark.md"
+    )
     parser.add_argument("--scale", metavar="FACTORS", help="instead: cost as the work grows, --dataset repeated e.g. 1,10,100 times (docs/benchmark.md)")
+    chunks = parser.add_argument_group("--scale-chunks: search over N distinct chunks (docs/benchmark.md)")
+    chunks.add_argument("--scale-chunks", metavar="N", type=int, help="instead: FAISS IVF/HNSW and BM25 over >= N distinct chunks, e.g. 1000000")
+    chunks.add_argument("--chunk-chars", type=int, default=256, help="characters per chunk (default: %(default)s)")
+    chunks.add_argument("--perturb", type=float, default=0.15, help="share of words replaced in every copy after the first (default: %(default)s)")
+    chunks.add_argument("--queries", type=int, default=200, help="questions searched (default: %(default)s)")
+    chunks.add_argument("--ann", default="ivf,hnsw", help="approximate indexes, comma-separated: ivf, hnsw, or '' (default: %(default)s)")
+    chunks.add_argument("--measure", default="bm25,faiss,minilm", help="processes to run: bm25, faiss, minilm (default: %(default)s)")
+    chunks.add_argument("--work", metavar="DIR", help="keep the distilled static model here for the next run (default: a temporary folder)")
+    chunks.add_argument("--minilm-sample", type=int, default=1000, help="chunks MiniLM embeds to extrapolate its time (0: skip; default: %(default)s)")
     args = parser.parse_args(argv)
+    if args.scale_chunks is not None:
+        return _scale_chunks(args)
     if args.scale:
         return _scale(args)
     if args.vs_reference or args.from_json:
@@ -92,6 +105,43 @@ def _scale(args: argparse.Namespace) -> int:
     print(f"wrote {args.out}", file=sys.stderr)
     print(bench_scale.tables(result))
     return 0
+
+
+def _scale_chunks(args: argparse.Namespace) -> int:
+    """``--scale-chunks N``: FAISS and BM25 over >= N distinct chunks; JSON to ``--out``, tables to stdout."""
+    from harness.studies import bench_chunks
+
+    try:
+        indexes = bench_chunks.parse_indexes(args.ann)
+        measures = bench_chunks.parse_measures(args.measure)
+        prepare_process()
+        result = bench_chunks.scale_chunks(
+            args.scale_chunks,
+            args.dataset,
+            args.chunk_chars,
+            args.perturb,
+            args.queries,
+            indexes,
+            args.minilm_sample,
+            measures,
+            Path(args.work) if args.work else None,
+            log=lambda m: print(m, file=sys.stderr),
+            checkpoint=lambda partial: _write_json(args.out, partial),
+        )
+    except ValueError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    _write_json(args.out, result)
+    print(f"wrote {args.out}", file=sys.stderr)
+    print(bench_chunks.tables(result))
+    if args.update_docs:
+        print(f"wrote the tables into {bench_chunks.update_docs(result)}", file=sys.stderr)
+    return 0
+
+
+def _write_json(path: str, result: dict) -> None:
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
+    Path(path).write_text(json.dumps(result, indent=2, default=float) + "\n", encoding="utf-8")
 
 
 def run_command(argv: Sequence[str]) -> int:

@@ -9,6 +9,18 @@ in *every* copy of their document, since each copy holds the answer verbatim. Ev
 therefore exact by construction (same offsets into an identical text) and is verified again
 by :func:`harness.datasets.validate.check_dataset`.
 
+**Distinct copies** (``perturb > 0``): exact copies give identical chunk texts, identical
+vectors and degenerate BM25 statistics (every term's document frequency a multiple of
+``factor``), so nearest-neighbour search over them is a search among ties. With ``perturb``
+each copy ``i >= 1`` is made different by :func:`perturb_text`: a deterministic share of its
+words (maximal runs of letters) is replaced by other words *of the same length* from the
+dataset's own vocabulary. Only letters change, each into letters: every character offset
+means the same position in the copy as in the original, the same spaces, digits and
+punctuation sit at the same places (so the ``\\w+`` token boundaries of BM25 and the token
+count of each chunk are those of the original), and copy 0 is the original itself. Each
+question keeps its evidence spans in every copy; the excerpt of a span in copy ``i`` is the
+copy's own text there (possibly with replaced words), so every span stays exact.
+
 So the corpus (characters, documents, chunks) grows ``factor``-fold while the queries stay
 the same: searching grows linearly with the corpus, and scoring with the evidence spans
 (``factor``-fold per question). ``factor=1`` returns the dataset unchanged (same
@@ -25,6 +37,12 @@ factor: 10, base: {<a dataset config>}}``), or ``chroma_general`` on the command
 
 from __future__ import annotations
 
+import re
+import zlib
+from typing import Mapping, Sequence
+
+import numpy as np
+
 from harness.datasets.chroma import load_chroma_general
 from harness.datasets.validate import DatasetError, check_dataset
 from harness.params import Param
@@ -32,6 +50,16 @@ from harness.types import Dataset, Document, Evidence, Query
 
 #: ``dataset.factor``: copies of each document, an integer >= 1.
 FACTOR = Param("factor", "int", low=1, noun="an int", note="copies of each document")
+
+#: ``dataset.perturb``: share of the words of every copy after the first that are replaced.
+PERTURB = Param("perturb", "number", low=0, high=1, note="share of the words of copies >= 1 replaced by words of the same length")
+#: ``dataset.seed``: seed of the replacements.
+SEED = Param("seed", "int", low=0, note="seed of the word replacements")
+
+#: What :func:`perturb_text` treats as a word: a maximal run of letters (no digits, no ``_``).
+WORD = re.compile(r"[^\W\d_]+")
+
+_MASK64 = np.uint64(0xFFFFFFFFFFFFFFFF)
 
 #: Separator between a document id and its copy number.
 COPY_SEPARATOR = "~"
@@ -45,7 +73,89 @@ def copy_id(doc_id: str, copy: int, factor: int) -> str:
     return f"{doc_id}{COPY_SEPARATOR}{copy:0{len(str(factor - 1))}d}"
 
 
-def scale_dataset(dataset: Dataset, factor: int, name: str | None = None) -> Dataset:
+def _mix64(x: np.ndarray) -> np.ndarray:
+    """The splitmix64 finaliser (Steele, Lea & Flood, "Fast splittable pseudorandom number
+    generators", OOPSLA 2014) on a ``uint64`` array: a fixed, version-independent hash."""
+    with np.errstate(over="ignore"):
+        x = x.astype(np.uint64)
+        x = (x ^ (x >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+        x = (x ^ (x >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+        return (x ^ (x >> np.uint64(31))) & _MASK64
+
+
+def vocabulary_by_length(texts: Sequence[str]) -> dict[int, tuple[str, ...]]:
+    """The distinct :data:`WORD` words of ``texts`` grouped by length in code points, each
+    group sorted (so the result depends on the texts only, not on their order)."""
+    words: set[str] = set()
+    for text in texts:
+        words.update(WORD.findall(text))
+    groups: dict[int, list[str]] = {}
+    for w in words:
+        groups.setdefault(len(w), []).append(w)
+    return {n: tuple(sorted(ws)) for n, ws in groups.items()}
+
+
+def perturb_text(text: str, copy: int, rate: float, vocabulary: Mapping[int, Sequence[str]], key: str = "", seed: int = 0) -> str:
+    """``text`` with a deterministic share ``rate`` of its words replaced by words of the same length.
+
+    A word is a maximal run of letters (:data:`WORD`). Word ``j`` (0-based, in text order) is
+    replaced when the hash of ``(seed, key, copy, j)`` (:func:`_mix64`, with ``key`` hashed by
+    CRC-32) falls below ``rate``; its replacement is the word that hash picks from
+    ``vocabulary[len(word)]`` (unchanged when that group is missing or empty). The choice of each
+    word depends on its index only, so equal inputs give equal outputs on every machine and
+    NumPy version.
+
+    Invariants: ``len(result) == len(text)``; ``result[p] == text[p]`` for every position ``p``
+    outside a word (spaces, digits, punctuation, ``_``), and a letter stays a letter; so any
+    span ``[start, end)`` of ``text`` is a span of the same length at the same place in the result.
+    ``copy == 0`` or ``rate == 0`` returns ``text`` unchanged.
+
+    Args:
+        text: any string.
+        copy: the copy number, an int >= 0 (0 = the original).
+        rate: share of words replaced, in [0, 1].
+        vocabulary: length in code points -> candidate words (letters only, as
+            :func:`vocabulary_by_length` gives).
+        key: names the text (e.g. its document id), so equal texts of different documents
+            are perturbed differently.
+        seed: an int >= 0.
+
+    Raises:
+        ValueError: ``copy`` < 0, ``rate`` outside [0, 1], ``seed`` < 0, or a candidate word
+            whose length differs from its group's or that is not all letters.
+    """
+    Param("copy", "int", low=0).check(copy, "dataset")
+    PERTURB.check(rate, "dataset")
+    SEED.check(seed, "dataset")
+    if copy == 0 or rate == 0:
+        return text
+    spans = [m.span() for m in WORD.finditer(text)]
+    if not spans:
+        return text
+    base = np.uint64((zlib.crc32(key.encode("utf-8")) << 32) ^ (seed & 0xFFFFFFFF))
+    with np.errstate(over="ignore"):
+        h = _mix64(
+            _mix64(np.full(len(spans), base, dtype=np.uint64) + np.uint64(copy) * np.uint64(0x9E3779B97F4A7C15)) + np.arange(len(spans), dtype=np.uint64)
+        )
+    chosen = np.flatnonzero((h >> np.uint64(11)).astype(np.float64) / 2.0**53 < rate)
+    pick = _mix64(h[chosen] ^ np.uint64(0xD6E8FEB86659FD93))
+    pieces: list[str] = []
+    at = 0
+    for j, r in zip(chosen.tolist(), pick.tolist()):
+        start, end = spans[j]
+        group = vocabulary.get(end - start)
+        if not group:
+            continue
+        word = group[r % len(group)]
+        if len(word) != end - start or WORD.fullmatch(word) is None:
+            raise ValueError(f"perturb_text: vocabulary[{end - start}] holds {word!r}, expected words of {end - start} letters")
+        pieces += [text[at:start], word]
+        at = end
+    pieces.append(text[at:])
+    return "".join(pieces)
+
+
+def scale_dataset(dataset: Dataset, factor: int, name: str | None = None, perturb: float = 0.0, seed: int = 0) -> Dataset:
     """The dataset with its corpus repeated ``factor`` times and the same questions.
 
     Args:
@@ -53,6 +163,9 @@ def scale_dataset(dataset: Dataset, factor: int, name: str | None = None) -> Dat
         factor: how many copies of each document, an int >= 1.
         name: name of the result; default ``"{dataset.name}-x{factor}"`` (``dataset.name``
             for ``factor == 1``).
+        perturb: share of the words of every copy ``i >= 1`` replaced by :func:`perturb_text`
+            (vocabulary: the dataset's own words), in [0, 1]; 0 (default) keeps exact copies.
+        seed: seed of the replacements, an int >= 0.
 
     Returns:
         A :class:`~harness.types.Dataset` with ``factor * len(dataset.documents)`` documents
@@ -61,22 +174,33 @@ def scale_dataset(dataset: Dataset, factor: int, name: str | None = None) -> Dat
         new name is given.
 
     Raises:
-        ValueError: ``factor`` is not an int >= 1.
+        ValueError: ``factor`` is not an int >= 1, ``perturb`` outside [0, 1], ``seed`` < 0.
         DatasetError: a copy id collides with an existing document id.
     """
     FACTOR.check(factor, "dataset")
+    PERTURB.check(perturb, "dataset")
+    SEED.check(seed, "dataset")
     if factor == 1 and name is None:
         return dataset
-    documents = tuple(
-        Document(doc_id=copy_id(d.doc_id, i, factor), text=d.text, metadata={**d.metadata, "copy_of": d.doc_id, "copy": i})
-        for i in range(factor)
-        for d in dataset.documents
-    )
+    vocabulary = vocabulary_by_length([d.text for d in dataset.documents]) if perturb > 0 else {}
+    documents = []
+    for i in range(factor):
+        for d in dataset.documents:
+            meta = {**d.metadata, "copy_of": d.doc_id, "copy": i} | ({"perturb": perturb, "perturb_seed": seed} if perturb > 0 and i > 0 else {})
+            text = perturb_text(d.text, i, perturb, vocabulary, d.doc_id, seed) if perturb > 0 else d.text
+            documents.append(Document(doc_id=copy_id(d.doc_id, i, factor), text=text, metadata=meta))
+    documents = tuple(documents)
+    texts = {d.doc_id: d.text for d in documents}
     queries = tuple(
         Query(
             query_id=q.query_id,
             text=q.text,
-            evidence=tuple(Evidence(copy_id(ev.doc_id, i, factor), ev.start, ev.end, ev.text) for i in range(factor) for ev in q.evidence),
+            evidence=tuple(
+                Evidence(cid, ev.start, ev.end, texts[cid][ev.start : ev.end] if cid in texts else ev.text)
+                for i in range(factor)
+                for ev in q.evidence
+                for cid in (copy_id(ev.doc_id, i, factor),)
+            ),
         )
         for q in dataset.queries
     )
@@ -119,19 +243,20 @@ def one_line(dataset: Dataset, name: str | None = None) -> Dataset:
     return joined
 
 
-def load_scaled(base: Dataset, factor: int = 1, one_document: bool = False, name: str | None = None) -> Dataset:
+def load_scaled(base: Dataset, factor: int = 1, one_document: bool = False, name: str | None = None, perturb: float = 0.0, seed: int = 0) -> Dataset:
     """``base`` (any dataset; in a config a nested dataset node that Hydra builds first)
-    scaled by :func:`scale_dataset`, then with ``one_document`` joined by :func:`one_line`;
-    ``name`` (the run's experiment name) defaults to theirs.
+    scaled by :func:`scale_dataset` (``perturb``, ``seed``: distinct copies, see there), then
+    with ``one_document`` joined by :func:`one_line`; ``name`` (the run's experiment name)
+    defaults to theirs.
 
     Raises:
-        ValueError: ``factor`` is not an int >= 1; ``base`` is not a Dataset.
+        ValueError: ``factor`` is not an int >= 1; ``perturb`` outside [0, 1]; ``base`` is not a Dataset.
     """
     if not isinstance(base, Dataset):
         raise ValueError(f"dataset.base must be a dataset config (with a _target_ loader), got {type(base).__name__}")
     if one_document:
-        return one_line(scale_dataset(base, factor), name)
-    return scale_dataset(base, factor, name)
+        return one_line(scale_dataset(base, factor, perturb=perturb, seed=seed), name)
+    return scale_dataset(base, factor, name, perturb, seed)
 
 
 def load_chroma_scaled(factor: int = 1, one_document: bool = False, **kwargs) -> Dataset:

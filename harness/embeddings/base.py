@@ -107,6 +107,11 @@ def check_choice(setting: str, value: Any, allowed: Sequence[str]) -> None:
     Param(setting, "choice", choices=tuple(allowed)).check(value)
 
 
+#: Texts per tokenizer call when counting tokens (:meth:`CachedEncoder.count_tokens` and the
+#: window check): bounds the memory of the encodings a batch call holds, the counts are per text.
+COUNT_BLOCK = 4096
+
+
 class CachedEncoder(ABC):
     """Base of every embedding backend (see the module docstring for what it provides).
 
@@ -369,7 +374,9 @@ class CachedEncoder(ABC):
         """Memoised token counts of texts whose sha256 keys are given."""
         missing = {k: t for k, t in zip(keys, texts) if k not in self._n_tokens}
         if missing:
-            counted = self._count_raw(list(missing.values()))
+            todo = list(missing.values())
+            # in blocks: a tokenizer's batch call holds every text's encoding at once (gigabytes at a million texts)
+            counted = [n for i in range(0, len(todo), COUNT_BLOCK) for n in self._count_raw(todo[i : i + COUNT_BLOCK])]
             self._n_tokens.update(zip(missing, counted))
         return [self._n_tokens[k] for k in keys]
 

@@ -1,5 +1,8 @@
 """Benchmark: cost as the work grows (``harness bench --scale 1,10,100``).
 
+(Search over a million *distinct* chunks, with approximate indexes and ANN recall against
+exact search, is :mod:`harness.studies.bench_chunks`, ``harness bench --scale-chunks``.)
+
 For each factor, :func:`harness.datasets.scaled.load_scaled` builds the dataset (default
 ``chroma_general``) with every document repeated that many times (the same questions, their
 evidence in every copy). One fresh process per (factor, retriever) runs :func:`harness.experiment.run.execute`

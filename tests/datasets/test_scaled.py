@@ -84,3 +84,86 @@ def test_load_scaled_from_a_nested_dataset_config_and_one_line(kestrel):
 
     with pytest.raises(ValueError, match="dataset.base must be a dataset config"):
         load_scaled({"path": "x"}, 2)
+
+
+# -- distinct copies: perturb_text and scale_dataset(perturb=...) ------------------------------
+
+from hypothesis import given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+from harness.datasets.scaled import WORD, perturb_text, vocabulary_by_length  # noqa: E402
+
+#: Texts with letters of several scripts, digits, punctuation, underscores and line breaks.
+_TEXTS = st.text(st.characters(categories=("L", "N", "P", "Zs"), include_characters="_\n\t'é"), max_size=300)
+
+
+@settings(max_examples=60, deadline=None)
+@given(text=_TEXTS, other=_TEXTS, copy=st.integers(0, 10**6), rate=st.floats(0, 1), seed=st.integers(0, 2**40), key=st.text(max_size=8))
+def test_perturbation_keeps_length_and_every_non_letter_in_place(text, other, copy, rate, seed, key):
+    vocabulary = vocabulary_by_length([text, other])
+    out = perturb_text(text, copy, rate, vocabulary, key, seed)
+    assert len(out) == len(text)
+    for a, b in zip(text, out):
+        if WORD.fullmatch(a) is None:  # spaces, digits, punctuation, "_" are never touched
+            assert b == a
+        else:
+            assert WORD.fullmatch(b) is not None  # a letter stays a letter
+    # the word runs sit at the same places, so every span of the original is a span of the copy
+    assert [m.span() for m in WORD.finditer(out)] == [m.span() for m in WORD.finditer(text)]
+    # every replaced word is a word of the vocabulary of its length
+    for m, n in zip(WORD.finditer(text), WORD.finditer(out)):
+        assert n.group() == m.group() or n.group() in vocabulary[len(m.group())]
+    assert perturb_text(text, copy, rate, vocabulary, key, seed) == out  # deterministic
+    assert perturb_text(text, 0, rate, vocabulary, key, seed) == text  # copy 0 is the original
+    assert perturb_text(text, copy, 0.0, vocabulary, key, seed) == text
+
+
+def test_perturbation_rate_is_the_share_of_words_replaced():
+    words = [f"{a}{b}{c}" for a in "abcdefgh" for b in "ijklmnop" for c in "qrstuvwx"]  # 512 distinct 3-letter words
+    text = " ".join(words * 4)
+    vocabulary = vocabulary_by_length([text])
+    for rate in (0.05, 0.15, 0.5):
+        out = perturb_text(text, 3, rate, vocabulary)
+        changed = sum(a != b for a, b in zip(text.split(), out.split()))
+        # a replaced word equals the original with chance 1/512; the share drawn is binomial over 2048 words
+        assert abs(changed / 2048 - rate * (1 - 1 / 512)) < 4 * (rate * (1 - rate) / 2048) ** 0.5 + 1e-9
+    assert perturb_text(text, 1, 0.15, vocabulary) != perturb_text(text, 2, 0.15, vocabulary)  # copies differ
+
+
+_DOCS = st.lists(st.text(st.characters(categories=("L", "N", "Zs"), include_characters=".,\n"), min_size=1, max_size=120), min_size=1, max_size=4)
+
+
+@pytest.mark.filterwarnings("ignore:.*repeats? the text of another")  # short generated texts may coincide
+@settings(max_examples=60, deadline=None)
+@given(texts=_DOCS, data=st.data(), factor=st.integers(1, 5), rate=st.floats(0.01, 1))
+def test_perturbed_copies_keep_every_evidence_span_exact(texts, data, factor, rate):
+    docs = tuple(Document(f"d{i}", t) for i, t in enumerate(texts))
+    evidence = []
+    for i, t in enumerate(texts):
+        start = data.draw(st.integers(0, len(t) - 1))
+        end = data.draw(st.integers(start + 1, len(t)))
+        evidence.append(Evidence(f"d{i}", start, end, t[start:end]))
+    base = Dataset("gen", docs, (Query("q", "what?", tuple(evidence)),), source="mem")
+    scaled = scale_dataset(base, factor, name="gen-p", perturb=rate, seed=7)
+    by_id = scaled.by_id
+    assert [d.text for d in scaled.documents[: len(docs)]] == list(texts)  # copy 0 is the original
+    (q,) = scaled.queries
+    assert len(q.evidence) == factor * len(evidence)
+    for ev in q.evidence:
+        copy = by_id[ev.doc_id]
+        original = base.by_id[copy.metadata["copy_of"]]
+        assert len(copy.text) == len(original.text)
+        assert copy.text[ev.start : ev.end] == ev.text  # the excerpt is the copy's own text there
+        src = next(e for e in evidence if e.doc_id == original.doc_id)
+        assert (ev.start, ev.end) == (src.start, src.end)
+    assert scale_dataset(base, factor, name="gen-p", perturb=rate, seed=7).fingerprint() == scaled.fingerprint()
+
+
+def test_bad_perturbation_settings_are_refused(small):
+    for bad in (-0.1, 1.5, float("nan"), True, "0.1"):
+        with pytest.raises(ValueError, match=r"dataset.perturb must be a number in \[0, 1\]"):
+            scale_dataset(small, 2, perturb=bad)
+    with pytest.raises(ValueError, match="dataset.seed must be an integer >= 0"):
+        scale_dataset(small, 2, perturb=0.1, seed=-1)
+    with pytest.raises(ValueError, match=r"vocabulary\[4\] holds 'ab1c'"):
+        perturb_text("abcd efgh", 1, 1.0, {4: ("ab1c",)})

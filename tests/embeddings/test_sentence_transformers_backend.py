@@ -229,3 +229,28 @@ def test_with_every_vector_cached_the_model_is_not_loaded_and_the_run_is_polled_
     np.testing.assert_array_equal(warm.encode(texts), cold)
     assert calls == ["poll"] and warm.n_encoded == 0 and warm.n_cache_hits == 2
     assert warm._model is None  # the model was never loaded
+
+
+from hypothesis import given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+
+@settings(max_examples=25, deadline=None)
+@given(texts=st.lists(st.text(max_size=60), min_size=0, max_size=40), block=st.integers(1, 7))
+def test_token_counts_in_blocks_equal_counts_one_text_at_a_time(texts, block):
+    """The window check counts tokens COUNT_BLOCK texts per tokenizer call; any block size gives
+    the count of each text alone (the model's fast tokenizer, special tokens included)."""
+    from tokenizers import Tokenizer
+
+    import harness.embeddings.base as base
+
+    tok = Tokenizer.from_file(str(default_model_path() / "tokenizer.json"))
+    tok.no_padding()
+    tok.no_truncation()
+    alone = [len(tok.encode(t, add_special_tokens=True).ids) for t in texts]
+    saved = base.COUNT_BLOCK
+    base.COUNT_BLOCK = block
+    try:
+        assert Encoder(show_progress=False).count_tokens(texts) == alone
+    finally:
+        base.COUNT_BLOCK = saved
