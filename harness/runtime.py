@@ -89,6 +89,22 @@ def cpu_flags() -> frozenset[str]:
     return frozenset()
 
 
+def cpu_model() -> str:
+    """The CPU's model name as the Linux kernel reports it (``model name`` in ``/proc/cpuinfo``,
+    e.g. ``Intel(R) Xeon(R) Platinum 8488C``), else :func:`platform.processor`, else
+    ``"unknown"``: benchmark results name the machine that measured them."""
+    import platform
+
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as fh:
+            for line in fh:
+                if line.startswith("model name"):
+                    return line.partition(":")[2].strip() or "unknown"
+    except OSError:
+        pass
+    return platform.processor() or "unknown"
+
+
 def fast_bf16_cpu() -> bool:
     """True when this CPU multiplies bf16 matrices in hardware tiles: Intel AMX (flags
     ``amx_bf16`` and ``amx_tile``, which Linux reports only when the kernel can hand AMX
