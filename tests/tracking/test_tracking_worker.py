@@ -237,12 +237,18 @@ def test_harness_run_starts_the_worker_early_unless_it_only_prints(monkeypatch):
     from harness.tracking import worker as tracking_worker
 
     started = []
-    monkeypatch.setattr(tracking_worker, "start_early", lambda: started.append(True))
+    monkeypatch.setattr(tracking_worker, "start_early", lambda uri=None: started.append(uri))
+    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
     for argv in (["--cfg", "job"], ["--help"], ["-c", "all"], ["--info=config"]):
         cli.start_tracking_early(argv)
     assert started == []
     cli.start_tracking_early(["chunker.chunk_size=100"])
-    assert started == [True]
+    assert started == [None]  # the tracking URI as known before composing: the default store
+    cli.start_tracking_early(["tracking.uri=http://127.0.0.1:5000", "chunker.chunk_size=100", "tracking.uri=sqlite:////tmp/x/mlflow.db"])
+    assert started[-1] == "sqlite:////tmp/x/mlflow.db"  # the last one given wins, as in Hydra
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", "http://127.0.0.1:5000")
+    cli.start_tracking_early(["chunker.chunk_size=100"])
+    assert started[-1] == "http://127.0.0.1:5000"
 
 
 @settings(max_examples=60, deadline=None)
