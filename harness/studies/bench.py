@@ -61,7 +61,9 @@ from harness.runtime import cpu_model
 #: Chunk settings of the throughput comparison: (size, overlap) in characters and in tokens.
 CHAR_SETTINGS = (800, 160)
 TOKEN_SETTINGS = (200, 40)
-#: Ratio limits from the issue.
+#: Ratio limits from the issues (``non_embedding_share`` <= 0.10 holds for one cold run and,
+#: issue 27, for the jobs of the 12-configuration FAISS sweep; the warm rerun in a new process
+#: has its own target in :mod:`harness.studies.bench_reference`).
 LIMITS = {"warm_vs_cold": 0.10, "non_embedding_share": 0.10, "semantic_sweep": 2.0, "vs_langchain": 1.0, "chunking_10x": 11.0}
 #: Timed phases in the order a run executes them.
 PHASES = ("load", "chunk", "embed", "index", "search", "score", "diagnostics", "tracking_wait", "log", "total", "process")
