@@ -104,7 +104,8 @@ def start_tracking_early(argv: Sequence[str]) -> None:
         return
     from harness.tracking.worker import start_early
 
-    start_early()
+    given = [a.partition("=")[2] for a in argv if a.lstrip("+").startswith("tracking.uri=")]
+    start_early(given[-1] if given else os.environ.get("MLFLOW_TRACKING_URI"))
 
 
 def _usage() -> str:

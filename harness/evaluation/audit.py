@@ -288,6 +288,46 @@ def _overlaps(chunk: Chunk, evidence: Sequence[Evidence]) -> bool:
     return any(e.doc_id == chunk.doc_id and s < e.end and e.start < t for e in evidence for s, t in chunk.spans)
 
 
+def _statement_terms(text: str, statements: Sequence[Span]) -> list[tuple[int, int, str, frozenset[str]]]:
+    """``(start, end, lowercased text, content words)`` of each statement span of ``text``:
+    what :func:`overlap` computes of a statement, once per chunk instead of once per
+    (query, evidence span, statement)."""
+    out = []
+    for s, t in statements:
+        piece = text[s:t]
+        out.append((s, t, piece.lower(), content_words(piece)))
+    return out
+
+
+def _best_statement(statements: Sequence[tuple[int, int, str, frozenset[str]]], values: frozenset[str], words: frozenset[str], rule: AuditRule) -> Span | None:
+    """The span of the best flagged statement for one evidence span, or None.
+
+    The same choice as comparing every statement with :func:`overlap` and keeping, among
+    those :meth:`AuditRule.flags` accepts, the smallest ``(-key_share, -word_share, length,
+    start)``: the shares are computed with the same expressions, and the word share (a set
+    intersection) is tested before the key values are searched for (a regular expression
+    per value), since a statement below the word threshold is never flagged.
+    """
+    n_values, n_words = len(values), len(words)
+    word_floor = rule.min_word_share if n_values else rule.min_word_share_plain
+    best_key: tuple | None = None
+    best: Span | None = None
+    for s, t, low, statement_words in statements:
+        word_share = len(words & statement_words) / n_words if n_words else 0.0
+        if word_share < word_floor:
+            continue
+        if n_values:
+            key_share = sum(1 for v in values if _found(v, low)) / n_values
+            if key_share < rule.min_key_share:
+                continue
+        else:
+            key_share = 0.0
+        key = (-key_share, -word_share, t - s, s)
+        if best_key is None or key < best_key:
+            best_key, best = key, (s, t)
+    return best
+
+
 def audit_query(
     query: Query, documents: Mapping[str, Document], ranked: Sequence[Chunk], rule: AuditRule | None = None, _units: dict | None = None
 ) -> list[Candidate]:
@@ -308,6 +348,8 @@ def audit_query(
     """
     rule = AuditRule() if rule is None else rule
     ev_texts = [(e, documents[e.doc_id].text[e.start : e.end]) for e in query.evidence]
+    # per evidence span: its answer values and content words (what every statement is compared with)
+    ev_terms = [(answer_values(t, query.text), content_words(t)) for _, t in ev_texts]
     found: list[tuple[tuple, Candidate]] = []
     for rank, chunk in enumerate(ranked[: rule.k], start=1):
         if _overlaps(chunk, query.evidence):
@@ -315,20 +357,14 @@ def audit_query(
         doc = documents[chunk.doc_id]
         statements = None if _units is None else _units.get(chunk.chunk_id)
         if statements is None:
-            statements = _statements([u for s, t in chunk.spans for u in statement_units(doc.text, s, t)])
+            statements = _statement_terms(doc.text, _statements([u for s, t in chunk.spans for u in statement_units(doc.text, s, t)]))
             if _units is not None:
                 _units[chunk.chunk_id] = statements
         for i, (ev, ev_text) in enumerate(ev_texts):
-            best = None
-            for s, t in statements:
-                o = overlap(ev_text, doc.text[s:t], query.text)
-                if not rule.flags(o):
-                    continue
-                key = (-o.key_share, -o.word_share, t - s, s)
-                if best is None or key < best[0]:
-                    best = (key, s, t, o)
+            best = _best_statement(statements, *ev_terms[i], rule)
             if best is not None:
-                _, s, t, o = best
+                s, t = best
+                o = overlap(ev_text, doc.text[s:t], query.text)
                 ev_record = Evidence(ev.doc_id, ev.start, ev.end, ev_text)
                 cand = Candidate(query.query_id, query.text, ev_record, rank, chunk.chunk_id, chunk.doc_id, s, t, doc.text[s:t], o)
                 found.append(((rank, chunk.doc_id, s, i), cand))

@@ -126,14 +126,17 @@ class TrackingWorker:
             exited without answering.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, store_hint: str | None = None) -> None:
         ours, theirs = socket.socketpair()
         env = dict(os.environ)
         root = str(Path(__file__).resolve().parents[2])  # the worker imports this copy of harness
         env["PYTHONPATH"] = root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
         try:
             self.process = subprocess.Popen(
-                [sys.executable, "-m", "harness.tracking.worker", str(theirs.fileno())], pass_fds=[theirs.fileno()], env=env, stdin=subprocess.DEVNULL
+                [sys.executable, "-m", "harness.tracking.worker", str(theirs.fileno()), *([store_hint] if store_hint else [])],
+                pass_fds=[theirs.fileno()],
+                env=env,
+                stdin=subprocess.DEVNULL,
             )
         finally:
             theirs.close()
@@ -234,9 +237,10 @@ _worker: TrackingWorker | None = None
 _worker_lock = threading.Lock()
 
 
-def worker() -> TrackingWorker:
+def worker(store_hint: str | None = None) -> TrackingWorker:
     """This process's tracking worker, started on first use (or again after it died) and
-    closed at interpreter exit (waiting for its last writes, see :meth:`TrackingWorker.close`)."""
+    closed at interpreter exit (waiting for its last writes, see :meth:`TrackingWorker.close`).
+    ``store_hint`` (:func:`store_hint`) is handed to a worker started now."""
     global _worker
     with _worker_lock:
         if _worker is not None and _worker.alive and _worker.pending == 0:
@@ -245,17 +249,35 @@ def worker() -> TrackingWorker:
             _worker.close(timeout=5)
         else:
             atexit.register(_close_worker)
-        _worker = TrackingWorker()
+        _worker = TrackingWorker(store_hint)
         return _worker
 
 
-def start_early() -> None:
+#: URI schemes (before any ``+driver``) of the stores MLflow opens with SQLAlchemy.
+SQL_SCHEMES = frozenset({"sqlite", "postgresql", "mysql", "mssql"})
+
+
+def store_hint(uri: str | None) -> str | None:
+    """``"sql"`` when tracking ``uri`` is a database store MLflow opens with SQLAlchemy
+    (``sqlite:///...``, ``postgresql+psycopg2://...``, ...) or None (the project's default
+    store, a SQLite file); else None. A hint only: a wrong one costs the worker the import
+    of a module it does not use, never a different result."""
+    if uri is None or uri.strip() in ("", "null", "None"):
+        return "sql"
+    scheme = uri.strip().strip("'\"").partition(":")[0].partition("+")[0].lower()
+    return "sql" if scheme in SQL_SCHEMES else None
+
+
+def start_early(uri: str | None = None) -> None:
     """Start this process's tracking worker now, before the caller composes its config and
     imports the run's libraries, so that the worker's MLflow import (~1.4 s) overlaps that
     work instead of the job's first wait for it (a run whose vectors are all cached reaches
-    that wait about a second after its config is composed). Idempotent; a worker that is
-    then never used is terminated at exit without waiting (:meth:`TrackingWorker.close`)."""
-    worker()
+    that wait about a second after its config is composed). ``uri`` is the tracking URI as
+    far as the caller knows it before composing (None: the default store): for a database
+    store the worker also imports MLflow's SQLAlchemy store while no request has arrived
+    yet (:func:`serve`). Idempotent; a worker that is then never used is terminated at exit
+    without waiting (:meth:`TrackingWorker.close`)."""
+    worker(store_hint(uri))
 
 
 def stop_unused_worker() -> None:
@@ -599,9 +621,13 @@ def _handle(state: dict, op: str, kwargs: dict) -> Any:
     raise ValueError(f"tracking worker: unknown request {op!r}")
 
 
-def serve(fd: int) -> int:
+def serve(fd: int, store_hint: str | None = None) -> int:
     """The worker's loop on connection ``fd``: answer requests in order until the job's
-    process closes its end; then close a run left open as KILLED. Returns the exit code."""
+    process closes its end; then close a run left open as KILLED. Returns the exit code.
+
+    With ``store_hint="sql"`` (:func:`store_hint`) MLflow's SQLAlchemy store module (SQLAlchemy,
+    Alembic, the table models; ~0.7 s) is imported after MLflow when no request is waiting yet,
+    so that opening a SQLite store for the job's first request costs less."""
     import traceback
 
     signal.signal(signal.SIGINT, signal.SIG_IGN)
@@ -612,6 +638,10 @@ def serve(fd: int) -> int:
     with long_lived("mlflow"):  # import MLflow now, while the job's first request is on its way
         import mlflow  # noqa: F401
         import mlflow.entities  # noqa: F401
+
+        if store_hint == "sql" and not conn.poll(0):
+            with contextlib.suppress(Exception):  # only an import ahead of time: opening the store reports any error
+                import mlflow.store.tracking.sqlalchemy_store  # noqa: F401
     state: dict = {"trackers": {}, "open": None}
     while True:
         try:
@@ -640,4 +670,4 @@ def serve(fd: int) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(serve(int(sys.argv[1])))
+    sys.exit(serve(int(sys.argv[1]), sys.argv[2] if len(sys.argv) > 2 else None))

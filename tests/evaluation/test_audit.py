@@ -114,6 +114,58 @@ def test_result_does_not_depend_on_document_order(seed, statements):
     assert any(c.doc_id == "copy.txt" for c in got["q"])
 
 
+def _audit_by_definition(query, documents, ranked, rule):
+    """The audit as the module docstring defines it: every statement of every retrieved chunk
+    compared with every evidence span through :func:`overlap`, flagged by ``rule.flags``."""
+    out = []
+    for rank, chunk in enumerate(ranked[: rule.k], start=1):
+        if any(e.doc_id == chunk.doc_id and s < e.end and e.start < t for e in query.evidence for s, t in chunk.spans):
+            continue
+        text = documents[chunk.doc_id].text
+        units = [u for s, t in chunk.spans for u in statement_units(text, s, t)]
+        statements = units + [(units[i][0], units[i + 1][1]) for i in range(len(units) - 1)]
+        for i, ev in enumerate(query.evidence):
+            ev_text = documents[ev.doc_id].text[ev.start : ev.end]
+            flagged = [(s, t, overlap(ev_text, text[s:t], query.text)) for s, t in statements]
+            flagged = [(s, t, o) for s, t, o in flagged if rule.flags(o)]
+            if flagged:
+                s, t, o = min(flagged, key=lambda f: (-f[2].key_share, -f[2].word_share, f[1] - f[0], f[0]))
+                out.append(((rank, chunk.doc_id, s, i), (rank, chunk.chunk_id, s, t, text[s:t], o)))
+    return [c for _, c in sorted(out, key=lambda x: x[0])]
+
+
+_SENTENCE = st.lists(
+    st.sampled_from(["port", "8450", "broker", "kestrel-broker", "lease", "leases", "the", "v2.3.1", "`kctl`", "Postgres", "bind"]), min_size=1, max_size=8
+).map(lambda ws: " ".join(ws) + ".")
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    evidence=st.lists(_SENTENCE, min_size=1, max_size=2),
+    chunks=st.lists(st.lists(_SENTENCE, min_size=1, max_size=5), min_size=1, max_size=4),
+    question=st.sampled_from(["which port?", "what does kestrel-broker bind?", "how long is a lease?"]),
+    rule=st.sampled_from([AuditRule(), AuditRule(k=2), AuditRule(min_key_share=0.5, min_word_share=0.0, min_word_share_plain=0.2)]),
+)
+def test_audit_query_picks_what_the_definition_picks(evidence, chunks, question, rule):
+    """The audit's shortcut (word share tested before the key values are searched, statement
+    words computed once per chunk) gives the candidates of comparing every statement."""
+    labelled = Document("a.txt", " ".join(evidence))
+    docs = {"a.txt": labelled}
+    ranked = []
+    for j, sentences in enumerate(chunks):
+        doc = Document(f"c{j}.txt", " ".join(sentences) if j % 2 else "\n".join(sentences))
+        docs[doc.doc_id] = doc
+        ranked.append(_chunk(doc, 0, len(doc.text)))
+    ranked.append(_chunk(labelled, 0, len(labelled.text)))  # overlaps the evidence: never audited
+    spans, cursor = [], 0
+    for sentence in evidence:
+        spans.append(Evidence("a.txt", cursor, cursor + len(sentence), sentence))
+        cursor += len(sentence) + 1
+    q = Query("q", question, tuple(spans))
+    got = [(c.rank, c.chunk_id, c.start, c.end, c.text, c.overlap) for c in audit([q], docs, {"q": ranked}, rule)["q"]]
+    assert got == _audit_by_definition(q, docs, ranked, rule)
+
+
 def test_misses_with_candidate_counts_only_missed_queries_with_a_candidate_in_top_k():
     doc = Document("b.txt", "Port 8450 here.")
     ev = Document("a.txt", "Port 8450.")

@@ -13,6 +13,8 @@ from pathlib import Path
 import mlflow
 import pytest
 from conftest import PROJECT_ROOT, compose, fresh_store
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 BM25 = ["retriever=bm25", "dataset.path=" + str(PROJECT_ROOT / "datasets" / "kestrel_kb"), "stats.bootstrap=0"]
 
@@ -235,9 +237,37 @@ def test_harness_run_starts_the_worker_early_unless_it_only_prints(monkeypatch):
     from harness.tracking import worker as tracking_worker
 
     started = []
-    monkeypatch.setattr(tracking_worker, "start_early", lambda: started.append(True))
+    monkeypatch.setattr(tracking_worker, "start_early", lambda uri=None: started.append(uri))
+    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
     for argv in (["--cfg", "job"], ["--help"], ["-c", "all"], ["--info=config"]):
         cli.start_tracking_early(argv)
     assert started == []
     cli.start_tracking_early(["chunker.chunk_size=100"])
-    assert started == [True]
+    assert started == [None]  # the tracking URI as known before composing: the default store
+    cli.start_tracking_early(["tracking.uri=http://127.0.0.1:5000", "chunker.chunk_size=100", "tracking.uri=sqlite:////tmp/x/mlflow.db"])
+    assert started[-1] == "sqlite:////tmp/x/mlflow.db"  # the last one given wins, as in Hydra
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", "http://127.0.0.1:5000")
+    cli.start_tracking_early(["chunker.chunk_size=100"])
+    assert started[-1] == "http://127.0.0.1:5000"
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    scheme=st.sampled_from(["sqlite", "SQLite", "postgresql", "mysql", "mssql", "http", "https", "file", "databricks", "sqlitex", "mlflow-artifacts"]),
+    driver=st.sampled_from(["", "+psycopg2", "+pymysql"]),
+    rest=st.text(alphabet="/abc.:@-_", max_size=20),
+    quote=st.sampled_from(["", "'", '"']),
+)
+def test_store_hint_names_exactly_the_sqlalchemy_stores(scheme, driver, rest, quote):
+    """Only a URI whose scheme (before ``+driver``, any case, quoted or not) is one MLflow opens
+    with SQLAlchemy gets the worker to import that store ahead of its first request."""
+    from harness.tracking.worker import store_hint
+
+    uri = f"{quote}{scheme}{driver}://{rest}{quote}"
+    assert store_hint(uri) == ("sql" if scheme.lower() in {"sqlite", "postgresql", "mysql", "mssql"} else None)
+
+
+def test_store_hint_of_the_default_store_is_sql():
+    from harness.tracking.worker import store_hint
+
+    assert [store_hint(u) for u in (None, "", "null")] == ["sql", "sql", "sql"]
