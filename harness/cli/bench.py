@@ -31,7 +31,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--from-json", metavar="FILE", help="print the --vs-reference tables of a JSON written by --out, without running anything")
     parser.add_argument("--update-docs", action="store_true", help="with --vs-reference or --from-json: write the tables into docs/benchmark.md")
     parser.add_argument("--scale", metavar="FACTORS", help="instead: cost as the work grows, --dataset repeated e.g. 1,10,100 times (docs/benchmark.md)")
+    parser.add_argument(
+        "--screen",
+        action="store_true",
+        help="instead: a screening sweep (proxy over the grid, best 3 confirmed) against the full exact sweep (docs/benchmark.md)",
+    )
+    parser.add_argument("--screen-datasets", default="kestrel_kb,chroma_general", help="--screen: comma-separated datasets or folders (default: %(default)s)")
+    parser.add_argument("--screen-proxies", default="bm25,static", help="--screen: comma-separated proxies (default: %(default)s)")
     args = parser.parse_args(argv)
+    if args.screen:
+        return _screen(args)
     if args.scale:
         return _scale(args)
     if args.vs_reference or args.from_json:
@@ -73,6 +82,25 @@ def _vs_reference(args: argparse.Namespace) -> int:
     if args.update_docs:
         for path in bench_reference.update_docs(result):
             print(f"wrote the table into {path}", file=sys.stderr)
+    return 0
+
+
+def _screen(args: argparse.Namespace) -> int:
+    """``--screen``: screen + confirm against the full exact sweep on each dataset; JSON to ``--out``, the table to stdout."""
+    from harness.studies import bench_screen
+
+    prepare_process()
+    try:
+        result = bench_screen.run_screen_bench(
+            [d for d in args.screen_datasets.split(",") if d], tiny=args.tiny, proxies=[p for p in args.screen_proxies.split(",") if p]
+        )
+    except ValueError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+    Path(args.out).write_text(json.dumps(result, indent=2, default=float) + "\n", encoding="utf-8")
+    print(f"wrote {args.out}", file=sys.stderr)
+    print(bench_screen.tables(result))
     return 0
 
 

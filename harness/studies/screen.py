@@ -196,7 +196,9 @@ class GridSweeper(Sweeper):
             "objective": objective,
             "lower_is_better": lower,
             "grid": [{"grid_job": g + 1, "overrides": job, "screen_job": grid_to_proxy[g] + 1} for g, job in enumerate(jobs)],
-            "screen": [{"job": i + 1, "overrides": list(p), "grid_jobs": [g + 1 for g, s in enumerate(grid_to_proxy) if s == i]} for i, p in enumerate(proxies)],
+            "screen": [
+                {"job": i + 1, "overrides": list(p), "grid_jobs": [g + 1 for g, s in enumerate(grid_to_proxy) if s == i]} for i, p in enumerate(proxies)
+            ],
             "confirm": [],
             "stage": SCREEN_STAGE,
         }

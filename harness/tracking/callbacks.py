@@ -589,7 +589,11 @@ def record_screening(tracker, parent_run_id: str, screening: Mapping[str, Any], 
     if summary["proxy_best_confirmed"] is not None:
         tags["sweep.screen.proxy_best_confirmed"] = str(summary["proxy_best_confirmed"]).lower()
     tracker.set_tags(tags)
-    metrics = {f"sweep.screen.{k}": float(summary[k]) for k in ("kendall_tau", "spearman_rho", "best_proxy_rank") if summary[k] is not None and math.isfinite(float(summary[k]))}
+    metrics = {
+        f"sweep.screen.{k}": float(summary[k])
+        for k in ("kendall_tau", "spearman_rho", "best_proxy_rank")
+        if summary[k] is not None and math.isfinite(float(summary[k]))
+    }
     if metrics:
         tracker.log_metrics(metrics)
     tracker.log_text(json.dumps({**screening, "summary": summary}, indent=1, default=float), SCREEN_FILE)
