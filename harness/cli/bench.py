@@ -38,6 +38,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     parser.add_argument("--screen-datasets", default="kestrel_kb,chroma_general", help="--screen: comma-separated datasets or folders (default: %(default)s)")
     parser.add_argument("--screen-proxies", default="bm25,static", help="--screen: comma-separated proxies (default: %(default)s)")
+    parser.add_argument(
+        "--screen-static-dir", metavar="DIR", help="--screen: keep the distilled static model in DIR between runs (default: a temporary folder)"
+    )
     args = parser.parse_args(argv)
     if args.screen:
         return _screen(args)
@@ -92,7 +95,10 @@ def _screen(args: argparse.Namespace) -> int:
     prepare_process()
     try:
         result = bench_screen.run_screen_bench(
-            [d for d in args.screen_datasets.split(",") if d], tiny=args.tiny, proxies=[p for p in args.screen_proxies.split(",") if p]
+            [d for d in args.screen_datasets.split(",") if d],
+            tiny=args.tiny,
+            proxies=[p for p in args.screen_proxies.split(",") if p],
+            static_dir=Path(args.screen_static_dir) if args.screen_static_dir else None,
         )
     except ValueError as exc:
         print(f"error: {exc}", file=sys.stderr)

@@ -114,6 +114,9 @@ def run_command(argv: Sequence[str]) -> int:
         line = repeated_override_error(argv)
         if line is not None:
             print(f"harness run: warning: {line}", file=sys.stderr)
+        screened = [a for a in argv if a.lstrip("+").startswith("sweep.screen=") and a.split("=", 1)[1] not in ("null", "")]
+        if screened:
+            print(f"harness run: warning: {screened[-1]}: screening applies to a sweep (-m) only; this single run ignores it", file=sys.stderr)
     full = os.environ.get("HYDRA_FULL_ERROR")
     global _USER_FULL_ERROR
     _USER_FULL_ERROR = full == "1"

@@ -37,8 +37,8 @@ GRID = {"chunker": ["fixed", "recursive"], "chunker.chunk_size": [128, 192, 254]
 TINY_GRID = {"chunker": ["fixed", "recursive"], "chunker.chunk_size": [128, 254]}
 #: Proxies compared, in order (keys of :data:`harness.evaluation.screening.PROXIES`).
 PROXIES = ("bm25", "static")
-#: Grid jobs confirmed (``sweep.keep``) and the top-N of the proxy checked for the exact best.
-KEEP, TOP_N = 3, 3
+#: Grid jobs confirmed (``sweep.keep``; ``--tiny``: 1 of its 4) and the top-N of the proxy checked for the exact best.
+KEEP, TINY_KEEP, TOP_N = 3, 1, 3
 
 
 def cpu_model() -> dict:
@@ -101,7 +101,9 @@ def distil_static(base: list[str], folder: Path, work: Path) -> float:
     )
 
 
-def compare(base: list[str], grid: dict[str, list], proxies: Sequence[str], work: Path, uri: str, label: str, static_cache: Path | None) -> dict:
+def compare(
+    base: list[str], grid: dict[str, list], proxies: Sequence[str], work: Path, uri: str, label: str, static_cache: Path | None, keep: int = KEEP
+) -> dict:
     """The exact sweep of ``grid`` and one screening sweep per proxy; see the module docstring."""
     from harness.evaluation.metrics import mlflow_key
     from harness.evaluation.screening import kendall_tau, select, spearman_rho
@@ -138,7 +140,7 @@ def compare(base: list[str], grid: dict[str, list], proxies: Sequence[str], work
         "proxies": {},
     }
     for proxy in proxies:
-        wall = sweep(f"screen-{proxy}", [f"sweep.screen={proxy}", f"sweep.keep={KEEP}"], proxy == "static")
+        wall = sweep(f"screen-{proxy}", [f"sweep.screen={proxy}", f"sweep.keep={keep}"], proxy == "static")
         parent = _parent(uri, f"{label}-screen-{proxy}")
         record = json.loads((work / f"{label}-screen-{proxy}" / "multirun" / SCREEN_FILE).read_text(encoding="utf-8"))
         proxy_values = [float(e["proxy_objective"]) for e in record["grid"]]
@@ -164,10 +166,15 @@ def compare(base: list[str], grid: dict[str, list], proxies: Sequence[str], work
     return result
 
 
-def run_screen_bench(datasets: Sequence[str], tiny: bool = False, proxies: Sequence[str] = PROXIES) -> dict:
+def run_screen_bench(datasets: Sequence[str], tiny: bool = False, proxies: Sequence[str] = PROXIES, static_dir: Path | None = None) -> dict:
     """The screening benchmark on each of ``datasets`` (``kestrel_kb``, ``chroma_general`` or a
     folder, :func:`harness.studies.bench.dataset_overrides`) in a temporary folder and MLflow
     store (deleted afterwards); returns the JSON-ready result.
+
+    Args:
+        static_dir: a folder keeping the distilled static model between benchmark runs
+            (distilled into it when it holds none; ``distil_s`` is then reported); None: a
+            temporary one.
 
     Raises:
         ValueError: an unknown dataset or proxy (before anything runs).
@@ -179,7 +186,8 @@ def run_screen_bench(datasets: Sequence[str], tiny: bool = False, proxies: Seque
         if p not in KNOWN:
             raise ValueError(f"--screen-proxies: unknown proxy {p!r}; expected a comma-separated subset of {', '.join(KNOWN)}")
     selections = {d: dataset_overrides(d) for d in datasets}
-    result: dict = {"mode": "tiny" if tiny else "full", "cpu": cpu_model(), "python": platform.python_version(), "keep": KEEP, "datasets": {}}
+    keep = TINY_KEEP if tiny else KEEP
+    result: dict = {"mode": "tiny" if tiny else "full", "cpu": cpu_model(), "python": platform.python_version(), "keep": keep, "datasets": {}}
     with tempfile.TemporaryDirectory(prefix="harness-bench-screen-") as tmp:
         work = Path(tmp)
         uri = f"sqlite:///{work / 'mlflow.db'}"
@@ -187,12 +195,13 @@ def run_screen_bench(datasets: Sequence[str], tiny: bool = False, proxies: Seque
         common = [f"tracking.uri={uri}", "tracking.purpose=bench", "tracking.report=false", "embedding.show_progress=false", "resume=false"]
         static_cache = None
         if "static" in proxies:
-            static_cache = work / "static-cache"
-            _log("distilling the static model once")
-            result["distil_s"] = distil_static([*selections[datasets[0]], *common], static_cache, work)
+            static_cache = Path(static_dir) if static_dir is not None else work / "static-cache"
+            if not (static_cache / "static_models").is_dir():
+                _log("distilling the static model once")
+                result["distil_s"] = distil_static([*selections[datasets[0]], *common], static_cache, work)
         for dataset, selection in selections.items():
             label = f"bench-screen-{Path(dataset).name}"
-            result["datasets"][Path(dataset).name] = compare([*selection, *common], TINY_GRID if tiny else GRID, proxies, work, uri, label, static_cache)
+            result["datasets"][Path(dataset).name] = compare([*selection, *common], TINY_GRID if tiny else GRID, proxies, work, uri, label, static_cache, keep)
     return result
 
 
