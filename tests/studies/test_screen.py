@@ -302,8 +302,7 @@ def test_bm25_screen_then_faiss_confirm_records_both_stages_and_resumes(subset, 
     assert sorted(children) == [1, 2, 3, 4, 5]
     stages = {j: r.data.tags[STAGE_TAG] for j, r in children.items()}
     assert stages == {1: "screen", 2: "screen", 3: "screen", 4: "confirm", 5: "confirm"}
-    assert all(children[j].data.params["retriever._target_"].endswith("BM25Retriever") for j in (1, 2, 3))
-    assert all(children[j].data.params["retriever._target_"].endswith("FaissRetriever") for j in (4, 5))
+    assert [children[j].data.tags["retriever"] for j in sorted(children)] == ["bm25", "bm25", "bm25", "faiss", "faiss"]
     # the kept jobs are the proxy's two best grid jobs, confirmed in grid order
     proxy = {j: children[j].data.metrics["recall_at_5"] for j in (1, 2, 3)}
     kept = sorted(sorted(proxy, key=lambda j: (-proxy[j], j))[:2])
@@ -352,3 +351,33 @@ def test_a_misspelt_proxy_exits_2_in_one_line_before_any_run(subset, tmp_path):
     (line,) = [ln for ln in proc.stderr.splitlines() if ln.strip()]
     assert line.startswith("harness run: sweep.screen must be null (no screening) or one of") and line.endswith("(did you mean 'static'?)"), line
     assert "job 1/" not in proc.stdout and _run_count(store) == 0
+
+
+# ------------------------------------------------------------------ the benchmark's own checks
+
+
+def test_the_screening_benchmark_refuses_an_unknown_proxy_before_running():
+    from harness.studies.bench_screen import run_screen_bench
+
+    with pytest.raises(ValueError, match=r"^--screen-proxies: unknown proxy 'bm52'; expected a comma-separated subset of static, bm25$"):
+        run_screen_bench(["kestrel_kb"], tiny=True, proxies=["bm52"])
+
+
+def test_the_screening_table_names_the_cpu_and_each_proxy():
+    from harness.studies.bench_screen import cpu_model, tables
+
+    cpu = cpu_model()
+    assert cpu["model"] and cpu["cpus"] == os.cpu_count() and set(cpu["flags"]) <= {"avx2", "avx512f", "avx512_bf16", "avx512_vnni", "amx_bf16", "amx_tile"}
+    proxy = {
+        "screen_confirm_s": 30.0,
+        "ratio_vs_exact": 0.25,
+        "same_best": True,
+        "top3_contains_true_best": False,
+        "true_best_proxy_rank": 4,
+        "kendall_tau_grid": 0.5,
+        "spearman_rho_grid": 0.6,
+    }
+    result = {"cpu": cpu, "keep": 3, "mode": "full", "distil_s": 91.0, "datasets": {"kestrel_kb": {"n_jobs": 12, "exact_s": 120.0, "proxies": {"bm25": proxy}}}}
+    text = tables(result)
+    assert text.splitlines()[0].startswith(f"CPU: {cpu['model']}") and "distilled once in 91 s" in text
+    assert text.splitlines()[-1] == "| kestrel_kb | 12 | 120 | bm25 | 30 | 0.25 | yes | no | 4 | 0.50 | 0.60 |"
