@@ -117,7 +117,7 @@ def _grid(draw):
 
 
 @pytest.mark.slow
-@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@settings(max_examples=10, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
 @given(case=_grid())
 def test_exact_mode_launches_the_basic_sweepers_batches_jobs_and_numbers(case, hydra_env):
     from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
