@@ -62,7 +62,7 @@ MAX_NAME = 250
 #: Overrides left out of a parent run's name: where and how runs are recorded and cached,
 #: progress bars (settings that change no number a run computes; a subset of
 #: ``harness.experiment.build.HASH_NEUTRAL``, checked by a test).
-NAME_NEUTRAL = ("tracking", "hydra", "paths", "resume", "cache", "embedding.show_progress", "retriever.show_progress")
+NAME_NEUTRAL = ("tracking", "hydra", "paths", "resume", "cache", "sweep", "embedding.show_progress", "retriever.show_progress")
 
 #: Prefix of the parent's metric holding the best job's objective: ``sweep.best_recall_at_5``
 #: (after the jobs' own ``recall_at_5`` in the UI's alphabetical metric lists).
@@ -1206,6 +1206,9 @@ class SweepRunCallback(Callback):
         if grid:
             tags["sweep.grid"] = grid if len(grid) <= MAX_TAG_VALUE else grid[: MAX_TAG_VALUE - 3] + "..."
         name = str(config.tracking.get("sweep_name") or sweep_name(hydra_cfg, plan))
+        if screen.screen is not None and not config.tracking.get("sweep_name"):  # a screening sweep of a grid is not its exact sweep
+            suffix = f" | screened by {screen.screen}, keep {screen.keep}"
+            name = (name if len(name) + len(suffix) <= MAX_NAME else name[: MAX_NAME - len(suffix) - 4] + " ...") + suffix
         run_id = tracker.start(name, tags)
         self._tracker, self._parent = tracker, run_id
         atexit.register(self._at_exit)
