@@ -48,7 +48,11 @@ from hydra.plugins.sweeper import Sweeper
 from omegaconf import DictConfig, OmegaConf, open_dict
 
 from harness.evaluation.screening import ScreenSettings, select
+from harness.params import Param
 from harness.tracking.callbacks import PARENT_FILE, SCREEN_FILE, lower_is_better, plan_sweep
+
+#: ``hydra.sweeper.max_batch_size``: jobs per launch (-1 is accepted as null, as Hydra's basic sweeper does).
+BATCH = Param("max_batch_size", "int", low=1, allow_none=True, none="null (all jobs in one launch), -1 or {}")
 
 #: Stage names, as the parent run and the job table record them.
 SCREEN_STAGE, CONFIRM_STAGE = "screen", "confirm"
@@ -105,10 +109,15 @@ class GridSweeper(Sweeper):
     Args:
         max_batch_size: jobs per launch (null or -1: all in one), as Hydra's basic sweeper.
         params: ``hydra.sweeper.params`` (key -> sweep), placed before the command line's overrides.
+
+    Raises:
+        ValueError: ``max_batch_size`` is neither null, -1 nor an int >= 1.
     """
 
     def __init__(self, max_batch_size: int | None = None, params: dict[str, str] | None = None) -> None:
         super().__init__()
+        if max_batch_size != -1:
+            BATCH.check(max_batch_size, "hydra.sweeper")
         self.max_batch_size = max_batch_size
         self.params = dict(params or {})
         self.hydra_context = None

@@ -381,3 +381,10 @@ def test_the_screening_table_names_the_cpu_and_each_proxy():
     text = tables(result)
     assert text.splitlines()[0].startswith(f"CPU: {cpu['model']}") and "distilled once in 91 s" in text
     assert text.splitlines()[-1] == "| kestrel_kb | 12 | 120 | bm25 | 30 | 0.25 | yes | no | 4 | 0.50 | 0.60 |"
+
+
+def test_a_batch_size_below_one_is_refused_naming_the_setting():
+    for bad in (0, -2, 1.5, "2"):
+        with pytest.raises(ValueError, match=r"^hydra.sweeper.max_batch_size must be null \(all jobs in one launch\), -1 or an integer >= 1, got "):
+            GridSweeper(max_batch_size=bad)
+    assert GridSweeper(max_batch_size=-1).max_batch_size == -1 and GridSweeper(max_batch_size=None).max_batch_size is None
