@@ -357,10 +357,10 @@ def test_hydra_and_omegaconf_stay_in_the_config_layers():
 
 
 def _private_hydra_imports(root: Path = PROJECT_ROOT) -> set[tuple[str, str]]:
-    """``(module path, imported module)`` of every import of ``hydra._internal`` under ``root/harness``."""
-    found = {
-        (str(p.relative_to(root)), name) for p in sorted((root / "harness").rglob("*.py")) for _, name in imports_of(p, root) if _under(name, "hydra._internal")
-    }
+    """``(module path, imported module)`` of every import of ``hydra._internal`` under ``root/harness``
+    and ``root/hydra_plugins`` (the project's sweeper as Hydra loads it)."""
+    paths = sorted((root / "harness").rglob("*.py")) + sorted((root / "hydra_plugins").rglob("*.py"))
+    found = {(str(p.relative_to(root)), name) for p in paths for _, name in imports_of(p, root) if _under(name, "hydra._internal")}
     return {(path, name) for path, name in found if (path, name.rsplit(".", 1)[0]) not in found}  # drop the imported names
 
 
@@ -369,6 +369,15 @@ def test_no_private_hydra_api():
     plan's agreement with Hydra's basic sweeper is checked by tests/faults/test_fault_sweeps.py
     (tests may import Hydra's internals; harness/ may not)."""
     assert _private_hydra_imports() == set(), "harness imports a private Hydra module (hydra._internal)"
+
+
+def test_the_hydra_plugin_only_names_the_sweeper_of_the_studies_layer():
+    """``hydra_plugins/`` holds no code of its own: the class Hydra instantiates subclasses
+    :class:`harness.studies.screen.GridSweeper`, and nothing else is imported there."""
+    paths = sorted((PROJECT_ROOT / "hydra_plugins").rglob("*.py"))
+    assert [str(p.relative_to(PROJECT_ROOT)) for p in paths] == ["hydra_plugins/harness_sweeper/__init__.py"]
+    assert not (PROJECT_ROOT / "hydra_plugins" / "__init__.py").exists()  # a namespace package, shared with Hydra's other plugins
+    assert {name for _, name in imports_of(paths[0])} == {"harness.studies", "harness.studies.screen"}
 
 
 def test_the_private_hydra_check_sees_a_lazy_import(tmp_path):

@@ -42,9 +42,21 @@ def main(argv: Sequence[str] | None = None) -> int:
     chunks.add_argument("--measure", default="bm25,faiss,minilm", help="processes to run: bm25, faiss, minilm (default: %(default)s)")
     chunks.add_argument("--work", metavar="DIR", help="keep the distilled static model here for the next run (default: a temporary folder)")
     chunks.add_argument("--minilm-sample", type=int, default=1000, help="chunks MiniLM embeds to extrapolate its time (0: skip; default: %(default)s)")
+    parser.add_argument(
+        "--screen",
+        action="store_true",
+        help="instead: a screening sweep (proxy over the grid, best 3 confirmed) against the full exact sweep (docs/benchmark.md)",
+    )
+    parser.add_argument("--screen-datasets", default="kestrel_kb,chroma_general", help="--screen: comma-separated datasets or folders (default: %(default)s)")
+    parser.add_argument("--screen-proxies", default="bm25,static", help="--screen: comma-separated proxies (default: %(default)s)")
+    parser.add_argument(
+        "--screen-static-dir", metavar="DIR", help="--screen: keep the distilled static model in DIR between runs (default: a temporary folder)"
+    )
     args = parser.parse_args(argv)
     if args.scale_chunks is not None:
         return _scale_chunks(args)
+    if args.screen:
+        return _screen(args)
     if args.scale:
         return _scale(args)
     if args.vs_reference or args.from_json:
@@ -86,6 +98,28 @@ def _vs_reference(args: argparse.Namespace) -> int:
     if args.update_docs:
         for path in bench_reference.update_docs(result):
             print(f"wrote the table into {path}", file=sys.stderr)
+    return 0
+
+
+def _screen(args: argparse.Namespace) -> int:
+    """``--screen``: screen + confirm against the full exact sweep on each dataset; JSON to ``--out``, the table to stdout."""
+    from harness.studies import bench_screen
+
+    prepare_process()
+    try:
+        result = bench_screen.run_screen_bench(
+            [d for d in args.screen_datasets.split(",") if d],
+            tiny=args.tiny,
+            proxies=[p for p in args.screen_proxies.split(",") if p],
+            static_dir=Path(args.screen_static_dir) if args.screen_static_dir else None,
+        )
+    except ValueError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+    Path(args.out).write_text(json.dumps(result, indent=2, default=float) + "\n", encoding="utf-8")
+    print(f"wrote {args.out}", file=sys.stderr)
+    print(bench_screen.tables(result))
     return 0
 
 

@@ -101,6 +101,7 @@ def run_command(argv: Sequence[str]) -> int:
     refused before any MLflow run or job exists); 130 after Ctrl-C. Other errors are reported as Hydra reports them (exit 1).
     """
     sys.argv = ["harness run", *argv]
+    _register_sweeper()
     if {"-m", "--multirun"} & set(argv):  # an unknown option would fail only when its job is reached
         from harness.experiment.errors import sweep_option_error
 
@@ -114,6 +115,9 @@ def run_command(argv: Sequence[str]) -> int:
         line = repeated_override_error(argv)
         if line is not None:
             print(f"harness run: warning: {line}", file=sys.stderr)
+        screened = [a for a in argv if a.lstrip("+").startswith("sweep.screen=") and a.split("=", 1)[1] not in ("null", "")]
+        if screened:
+            print(f"harness run: warning: {screened[-1]}: screening applies to a sweep (-m) only; this single run ignores it", file=sys.stderr)
     full = os.environ.get("HYDRA_FULL_ERROR")
     global _USER_FULL_ERROR
     _USER_FULL_ERROR = full == "1"
@@ -154,6 +158,18 @@ _USER_FULL_ERROR: bool | None = None
 def _full_error() -> bool:
     """True when the user asked for full tracebacks (``HYDRA_FULL_ERROR=1``)."""
     return os.environ.get("HYDRA_FULL_ERROR") == "1" if _USER_FULL_ERROR is None else _USER_FULL_ERROR
+
+
+def _register_sweeper() -> None:
+    """Register the project's grid sweeper with Hydra by hand (``Plugins.instance().register``,
+    Hydra's documented way). Hydra finds plugins by listing the ``hydra_plugins`` namespace
+    package, which an editable install's import hook may not list; importing the class
+    by its name works either way, so ``hydra/sweeper=harness`` never depends on that scan."""
+    from hydra.core.plugins import Plugins
+
+    from hydra_plugins.harness_sweeper import HarnessSweeper
+
+    Plugins.instance().register(HarnessSweeper)
 
 
 def _drop_lookup_errors(record: logging.LogRecord) -> bool:

@@ -6,8 +6,9 @@ docstring and its provider), the scoring of one run over the registry's provider
 per-query table and the diagnostics call (:mod:`.scoring`), the frozen
 ``MetricSettings``/``StatsSettings`` (:mod:`.settings`), bootstrap confidence intervals
 and paired tests (:mod:`.stats`), chunk and failure diagnostics (:mod:`.diagnostics`), contextual compression scoring
-(:mod:`.compression`), the paired comparison of logged runs (:mod:`.compare`) and the
-figures (:mod:`.plots`).
+(:mod:`.compression`), the paired comparison of logged runs (:mod:`.compare`), the
+selection rule and rank agreement of screening sweeps (:mod:`.screening`) and the figures
+(:mod:`.plots`).
 
 May import: :mod:`harness.text`, :mod:`harness.types` and third-party libraries; reading
 logged runs goes through :mod:`harness.tracking`. Never imports chunkers, retrievers or

@@ -42,6 +42,7 @@ HASH_NEUTRAL: dict[str, Any] = {
     "hydra": DROP,  # Hydra's output folders, launcher and sweeper
     "paths": DROP,  # machine folders (the dataset path they resolve into is hashed in dataset.path)
     "resume": DROP,  # whether a configuration with a finished run is skipped
+    "sweep": DROP,  # how a multirun picks its jobs (sweep.screen, sweep.keep): each job's own config is hashed
     "cache": DROP,  # where embeddings and chunk sets are cached: results are equal with, without or from the cache
     "embedding.show_progress": True,  # progress bars of the encoder and of scoring
     "retriever.show_progress": True,  # progress bar of the cross-encoder (retriever=rerank)

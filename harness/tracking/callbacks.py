@@ -62,7 +62,7 @@ MAX_NAME = 250
 #: Overrides left out of a parent run's name: where and how runs are recorded and cached,
 #: progress bars (settings that change no number a run computes; a subset of
 #: ``harness.experiment.build.HASH_NEUTRAL``, checked by a test).
-NAME_NEUTRAL = ("tracking", "hydra", "paths", "resume", "cache", "embedding.show_progress", "retriever.show_progress")
+NAME_NEUTRAL = ("tracking", "hydra", "paths", "resume", "cache", "sweep", "embedding.show_progress", "retriever.show_progress")
 
 #: Prefix of the parent's metric holding the best job's objective: ``sweep.best_recall_at_5``
 #: (after the jobs' own ``recall_at_5`` in the UI's alphabetical metric lists).
@@ -79,6 +79,18 @@ BASIC_SWEEPER = "hydra._internal.core_plugins.basic_sweeper.BasicSweeper"
 
 #: Artifact of a sweep's parent run holding its :class:`SweepPlan` (keys, values, jobs).
 PLAN_FILE = "sweep_plan.json"
+
+#: ``hydra.sweeper._target_`` of the project's grid sweeper (``conf/hydra/sweeper/harness.yaml``,
+#: the default; :mod:`harness.studies.screen`): the basic sweeper's jobs, or a screening sweep.
+GRID_SWEEPER = "hydra_plugins.harness_sweeper.HarnessSweeper"
+
+#: File in ``hydra.sweep.dir`` (and artifact of the parent run) where a screening sweep
+#: records its stages: the grid, the proxy jobs with their objective, the confirmed jobs
+#: with the proxy's and the configured model's objective (:mod:`harness.studies.screen`).
+SCREEN_FILE = "sweep_screen.json"
+
+#: Tag of a screening sweep's child run naming its stage (``screen`` or ``confirm``).
+STAGE_TAG = "harness.sweep_stage"
 
 
 class SweepPlanError(ValueError):
@@ -178,7 +190,8 @@ def plan_sweep(task: Sequence[str], params: Mapping[str, Any] | None = None, swe
     Args:
         task: the command-line overrides (``hydra.overrides.task``), in order.
         params: ``hydra.sweeper.params`` (key -> override value), or None.
-        sweeper: ``hydra.sweeper._target_``; another sweeper than the basic one gets only the
+        sweeper: ``hydra.sweeper._target_``; another sweeper than the basic one (or the
+            project's :data:`GRID_SWEEPER`, which launches the same jobs) gets only the
             repeated-key check, and an unknown job list.
         config_loader: Hydra's config loader, to expand ``glob(...)`` over a config group
             (without it a ``glob`` leaves the job list unknown).
@@ -201,7 +214,7 @@ def plan_sweep(task: Sequence[str], params: Mapping[str, Any] | None = None, swe
             )
         first[key] = override
     param_lines = [f"{k}={v}" for k, v in (params or {}).items()]
-    basic = str(sweeper).endswith("BasicSweeper")
+    basic = str(sweeper).endswith("BasicSweeper") or str(sweeper) == GRID_SWEEPER
     if not basic:
         try:
             param_parsed = parser.parse_overrides(param_lines)
@@ -467,6 +480,151 @@ def sweep_settings(config: DictConfig, plan: SweepPlan):
     return settings, baseline
 
 
+def screen_settings(config: DictConfig, plan: SweepPlan):
+    """The sweep's screening settings (``sweep.screen``, ``sweep.keep``), checked once before
+    any job: a :class:`harness.evaluation.screening.ScreenSettings`.
+
+    Raises:
+        SweepPlanError: one line naming the ``sweep.*`` setting: an unknown key or proxy
+            (with the closest known one), a ``keep`` that is not an int >= 1, a ``sweep.*``
+            setting given as a sweep, or screening under a sweeper other than
+            :data:`GRID_SWEEPER` or over jobs not known in advance.
+    """
+    from omegaconf import OmegaConf
+
+    from harness.evaluation.screening import ScreenError, ScreenSettings
+
+    for key, _ in plan.swept:
+        if key == "sweep" or key.startswith("sweep."):
+            raise SweepPlanError(f"{key}: is a setting of the whole sweep and cannot be swept; give one value")
+    node = config.get("sweep")
+    data = OmegaConf.to_container(node, resolve=True) if isinstance(node, DictConfig) else node
+    try:
+        settings = ScreenSettings.from_mapping(data)
+    except ScreenError as exc:
+        raise SweepPlanError(str(exc)) from None
+    if settings.screen is not None:
+        if plan.sweeper != GRID_SWEEPER:
+            raise SweepPlanError(
+                f"sweep.screen={settings.screen}: screening needs the project's grid sweeper (hydra/sweeper=harness), not {plan.sweeper}; "
+                "drop the hydra/sweeper override or sweep.screen"
+            )
+        if plan.jobs is None:
+            raise SweepPlanError(f"sweep.screen={settings.screen}: the grid's jobs are not known in advance, so there is nothing to screen")
+    return settings
+
+
+def read_screening(sweep_dir: Path | str | None) -> dict | None:
+    """The stages a screening sweep recorded in ``<sweep_dir>/`` :data:`SCREEN_FILE`, or None
+    (an exact sweep, or no such file)."""
+    if sweep_dir is None:
+        return None
+    try:
+        return json.loads((Path(sweep_dir) / SCREEN_FILE).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+
+
+def job_stages(screening: Mapping[str, Any]) -> dict[int, str]:
+    """Job number -> ``"screen"`` or ``"confirm"`` of a screening sweep's record."""
+    out = {int(e["job"]): "screen" for e in screening.get("screen", [])}
+    out.update({int(e["job"]): "confirm" for e in screening.get("confirm", [])})
+    return out
+
+
+def screening_summary(screening: Mapping[str, Any]) -> dict[str, Any]:
+    """What a screening sweep says about its proxy, from its record (:data:`SCREEN_FILE`).
+
+    Returns:
+        ``{"n_screen", "n_confirm", "kendall_tau", "spearman_rho"`` (over the confirmed jobs
+        with both values; NaN when undefined: fewer than two, or a constant side),
+        ``"best_job"`` (the confirmed best's job number, None without a value),
+        ``"best_proxy_rank"`` (its rank in the proxy's order, 1 = the proxy's best),
+        ``"proxy_best_confirmed"`` (the proxy's best grid job is the confirmed best)``}``.
+    """
+    from harness.evaluation.screening import agreement
+
+    confirm = list(screening.get("confirm", []))
+    lower = bool(screening.get("lower_is_better", False))
+    proxy = [float(e.get("proxy_objective", math.nan)) for e in confirm]
+    final = [float(e.get("objective", math.nan)) if e.get("objective") is not None else math.nan for e in confirm]
+    agree = agreement(proxy, final, lower)
+    best = agree["best"]
+    return {
+        "n_screen": len(screening.get("screen", [])),
+        "n_confirm": len(confirm),
+        "n_pairs": agree["n"],
+        "kendall_tau": agree["kendall_tau"],
+        "spearman_rho": agree["spearman_rho"],
+        "best_job": None if best is None else int(confirm[best]["job"]),
+        "best_grid_job": None if best is None else int(confirm[best]["grid_job"]),
+        "best_proxy_rank": agree["best_proxy_rank"],
+        "proxy_best_confirmed": None if best is None else int(confirm[best].get("proxy_rank", 0)) == 1,
+    }
+
+
+def record_screening(tracker, parent_run_id: str, screening: Mapping[str, Any], frame=None) -> dict[str, Any]:
+    """Record a screening sweep's stages on its parent run and its children.
+
+    Logged on the parent: tags ``sweep.screen.jobs_screen`` / ``_confirm`` (job numbers),
+    ``sweep.screen.best_job``, ``sweep.screen.best_proxy_rank``,
+    ``sweep.screen.proxy_best_confirmed`` (``true``/``false``); metrics
+    ``sweep.screen.kendall_tau`` and ``sweep.screen.spearman_rho`` (when defined) and
+    ``sweep.screen.best_proxy_rank``; the artifact :data:`SCREEN_FILE` (the record itself,
+    plus the summary under ``"summary"``). Each child run with a job number gets the tag
+    :data:`STAGE_TAG`. Returns the :func:`screening_summary`.
+    """
+    from harness.tracking.tracker import JOB_TAG
+
+    summary = screening_summary(screening)
+    stages = job_stages(screening)
+    tracker.run_id = parent_run_id
+    tags: dict[str, Any] = {
+        "sweep.screen.jobs_screen": ",".join(str(j) for j, s in sorted(stages.items()) if s == "screen"),
+        "sweep.screen.jobs_confirm": ",".join(str(j) for j, s in sorted(stages.items()) if s == "confirm"),
+    }
+    for key in ("best_job", "best_proxy_rank"):
+        if summary[key] is not None:
+            tags[f"sweep.screen.{key}"] = summary[key]
+    if summary["proxy_best_confirmed"] is not None:
+        tags["sweep.screen.proxy_best_confirmed"] = str(summary["proxy_best_confirmed"]).lower()
+    tracker.set_tags(tags)
+    metrics = {
+        f"sweep.screen.{k}": float(summary[k])
+        for k in ("kendall_tau", "spearman_rho", "best_proxy_rank")
+        if summary[k] is not None and math.isfinite(float(summary[k]))
+    }
+    if metrics:
+        tracker.log_metrics(metrics)
+    tracker.log_text(json.dumps({**screening, "summary": summary}, indent=1, default=float), SCREEN_FILE)
+    for child in tracker.child_runs(parent_run_id):
+        job = _job(child.data.tags.get(JOB_TAG))
+        if job in stages:
+            tracker.client.set_tag(child.info.run_id, STAGE_TAG, stages[job])
+    tracker.run_id = parent_run_id
+    return summary
+
+
+def screening_lines(screening: Mapping[str, Any] | None) -> list[str]:
+    """The console lines of a screening sweep: stage sizes, the rank agreement over the
+    confirmed jobs and where the proxy ranked the confirmed best; ``[]`` for an exact sweep."""
+    if screening is None:
+        return []
+    s = screening_summary(screening)
+
+    def num(v) -> str:
+        return "n/a" if v is None or not math.isfinite(float(v)) else f"{float(v):.3f}"
+
+    line = (
+        f"screening by {screening.get('proxy')} ({' '.join(screening.get('proxy_overrides', []))}): {s['n_screen']} proxy job(s), "
+        f"{s['n_confirm']} confirmed (sweep.keep={screening.get('keep')}); over the confirmed jobs Kendall tau {num(s['kendall_tau'])}, "
+        f"Spearman rho {num(s['spearman_rho'])}"
+    )
+    if s["best_job"] is not None:
+        line += f"; the confirmed best (job {s['best_job']}) was the proxy's #{s['best_proxy_rank']}"
+    return [line]
+
+
 def default_job(plan: SweepPlan, config: DictConfig) -> int | None:
     """The job (1-based) that runs the configuration the sweep would have run unswept: every
     swept setting at the value the composed configuration gives it without the sweep (the
@@ -523,6 +681,7 @@ def finish_sweep(
     top_settings=None,
     objective_png: Callable[..., bytes] | None = None,
     report_page: Callable[..., str] | None = None,
+    screening: Mapping[str, Any] | None = None,
 ) -> dict[str, int]:
     """Summarise a sweep on its parent run and close it with ``status``.
 
@@ -557,6 +716,12 @@ def finish_sweep(
         report_page: renders the sweep report: called as ``report_page(tracking_uri,
             parent_run_id, top_settings)``, returns the page
             (:func:`harness.experiment.report.sweep_report_page`); None: no report.
+
+        screening: the stages of a screening sweep (the content of :data:`SCREEN_FILE`,
+            :func:`read_screening`), or None. With it the summary gets a ``stage`` column
+            (``screen``/``confirm``), the best job and the top set are taken from the
+            confirmed jobs only (a proxy's objective is not the configured model's), and
+            :func:`record_screening` records the stages and the rank agreement.
 
     Tracking renders nothing itself: the two renderers are handed in (by
     :class:`SweepRunCallback`, from its Hydra config).
@@ -608,7 +773,13 @@ def finish_sweep(
             tail = [c for c in ("retriever", "embedding", "chunks.n_chunks", "time.total_s", "error") if c in frame.columns]
             frame = frame[["job", "run_name", "status", "run_id", key, *[c for c in metric_cols if c != key], *tail]]
             frame = frame.sort_values(["job", "run_name"], kind="stable").reset_index(drop=True)
-            candidates = frame[frame["status"].isin(["FINISHED", "SKIPPED"]) & frame[key].notna()]
+            ranked = frame
+            if screening is not None:
+                stages = job_stages(screening)
+                frame.insert(1, "stage", [stages.get(int(j), "") for j in frame["job"]])
+                ranked = frame[frame["stage"] == "confirm"]
+                record_screening(tracker, parent_run_id, screening, frame)
+            candidates = ranked[ranked["status"].isin(["FINISHED", "SKIPPED"]) & ranked[key].notna()]
             best = None
             if not candidates.empty:
                 best = candidates[key].idxmin() if lower_is_better(objective) else candidates[key].idxmax()
@@ -623,7 +794,7 @@ def finish_sweep(
                     )
             top = None
             if best is not None:
-                top = sweep_top_set(tracker, frame, objective, top_settings)
+                top = sweep_top_set(tracker, ranked, objective, top_settings)
                 frame["top_set"] = [bool(top.result is not None and int(j) in top.result.members) for j in frame["job"]]
             if on_summary is not None:
                 with contextlib.suppress(Exception):  # printing must never keep the parent open
@@ -858,6 +1029,8 @@ def summary_text(frame, best: int | None, objective: str, width: int = 8, top: S
         }
     )
     order = list(valued.index) + list(rest.index)
+    if "stage" in frame.columns:  # a screening sweep: which jobs ran the proxy
+        table["stage"] = [str(frame.at[i, "stage"]) for i in order]
     for name, col in cols:
         table[name] = ["" if pd.isna(frame.at[i, col]) else f"{float(frame.at[i, col]):.4f}" for i in order]
     if "time.total_s" in frame.columns:
@@ -872,7 +1045,8 @@ def summary_text(frame, best: int | None, objective: str, width: int = 8, top: S
                 lines.append(f"job {int(frame.at[i, 'job'])} {frame.at[i, 'status']}: {frame.at[i, 'error']}")
     if best is not None:
         row = frame.loc[best]
-        lines.append(f"best by {objective}: job {int(row['job'])} {row['run_name']} ({objective} {float(row[key]):.4f}, run {row['run_id']})")
+        among = " among the confirmed jobs" if "stage" in frame.columns else ""
+        lines.append(f"best by {objective}{among}: job {int(row['job'])} {row['run_name']} ({objective} {float(row[key]):.4f}, run {row['run_id']})")
     else:
         lines.append(f"best by {objective}: none (no job has a value)")
     lines += top_set_lines(top, objective)
@@ -951,6 +1125,7 @@ class SweepRunCallback(Callback):
         self._previous: dict[int, Any] = {}
         self._report = True
         self._top_settings = None
+        self._sweep_dir: Path | None = None
 
     def __getstate__(self) -> dict:
         return {
@@ -961,6 +1136,7 @@ class SweepRunCallback(Callback):
             "_previous": {},
             "_report": self._report,
             "_top_settings": self._top_settings,
+            "_sweep_dir": self._sweep_dir,
             "_objective_png": self._objective_png,
             "_report_page": self._report_page,
         }
@@ -988,6 +1164,7 @@ class SweepRunCallback(Callback):
         try:
             plan = plan_of(config.hydra, _config_loader())
             top_settings, baseline = sweep_settings(config, plan)
+            screen = screen_settings(config, plan)
         except SweepPlanError as exc:
             raise SweepRefused(str(exc)) from None
         root = config.paths.root  # the project folder (``${project_root:}``)
@@ -1019,13 +1196,19 @@ class SweepRunCallback(Callback):
         tags["sweep.top_set_settings"] = json.dumps(top_settings.to_dict(), sort_keys=True)
         if baseline is not None:
             tags["sweep.baseline"] = str(baseline)
-        default = default_job(plan, config)
+        if screen.screen is not None:
+            tags.update({"sweep.screen": screen.screen, "sweep.screen.proxy": " ".join(screen.proxy_overrides), "sweep.screen.keep": screen.keep})
+        self._sweep_dir = sweep_dir
+        default = default_job(plan, config) if screen.screen is None else None  # a screening sweep's job numbers are not the grid's
         if default is not None:
             tags["sweep.default_job"] = default
         grid = plan.grid_text()
         if grid:
             tags["sweep.grid"] = grid if len(grid) <= MAX_TAG_VALUE else grid[: MAX_TAG_VALUE - 3] + "..."
         name = str(config.tracking.get("sweep_name") or sweep_name(hydra_cfg, plan))
+        if screen.screen is not None and not config.tracking.get("sweep_name"):  # a screening sweep of a grid is not its exact sweep
+            suffix = f" | screened by {screen.screen}, keep {screen.keep}"
+            name = (name if len(name) + len(suffix) <= MAX_NAME else name[: MAX_NAME - len(suffix) - 4] + " ...") + suffix
         run_id = tracker.start(name, tags)
         self._tracker, self._parent = tracker, run_id
         atexit.register(self._at_exit)
@@ -1074,6 +1257,7 @@ class SweepRunCallback(Callback):
 
         tables: list[str] = []
         objective = self._objective
+        screening = read_screening(self._sweep_dir)
         with signals_deferred():  # a Ctrl-C inside the summary would leave the parent RUNNING
             counts = finish_sweep(
                 tracker,
@@ -1081,10 +1265,11 @@ class SweepRunCallback(Callback):
                 status,
                 objective,
                 report=self._report,
-                on_summary=lambda frame, best, top: tables.append(summary_text(frame, best, objective, top=top)),
+                on_summary=lambda frame, best, top: tables.append("\n".join([summary_text(frame, best, objective, top=top), *screening_lines(screening)])),
                 top_settings=self._top_settings,
                 objective_png=self._objective_png,
                 report_page=self._report_page,
+                screening=screening,
             )
         done = ", ".join(f"{n} {s.lower()}" for s, n in counts.items() if n)
         if tables:
