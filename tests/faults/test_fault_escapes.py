@@ -197,6 +197,8 @@ def _old_hash(cfg) -> str:
 
     data = {k: v for k, v in OmegaConf.to_container(cfg, resolve=True).items() if k not in ("tracking", "hydra", "paths", "resume", "cache")}
     # settings added since, at their defaults, were not in the config then
+    if data.get("sweep") == {"screen": None, "keep": 3}:  # added with screening sweeps
+        del data["sweep"]
     if data.get("embedding", {}).get("on_truncate") == "warn":
         del data["embedding"]["on_truncate"]
     # added with the embedding backends, at their neutral values

@@ -91,6 +91,7 @@ def test_default_semantic_config_hash_is_unchanged_and_the_option_joins_it():
         assert data["retriever"].pop(key) == neutral  # added with the approximate indexes
     assert data["chunker"].pop("target_chunk_size") is None and data["chunker"].pop("compatible") is None  # added with the Chroma options
     assert data["metrics"].pop("convention") == "harness"  # added with metrics.convention=chroma
+    assert data.pop("sweep") == {"screen": None, "keep": 3}  # added with screening sweeps
     assert data["compression"]["_target_"] == "harness.evaluation.compression.Compressor"
     data["compression"]["_target_"] = "harness.compression.Compressor"  # its path before the package re-layout
     before = hashlib.sha256(json.dumps(data, sort_keys=True, default=str).encode("utf-8")).hexdigest()[:16]
