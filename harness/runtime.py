@@ -89,6 +89,23 @@ def cpu_flags() -> frozenset[str]:
     return frozenset()
 
 
+@functools.lru_cache(maxsize=1)
+def cpu_model() -> str:
+    """The CPU's model name as the machine reports it at run time (``model name`` in
+    ``/proc/cpuinfo``, else :func:`platform.processor`, else ``"unknown CPU"``), for
+    benchmark output: a timing names the CPU that measured it."""
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as fh:
+            for line in fh:
+                if line.startswith("model name"):
+                    return " ".join(line.partition(":")[2].split())
+    except OSError:
+        pass
+    import platform
+
+    return platform.processor() or "unknown CPU"
+
+
 def fast_bf16_cpu() -> bool:
     """True when this CPU multiplies bf16 matrices in hardware tiles: Intel AMX (flags
     ``amx_bf16`` and ``amx_tile``, which Linux reports only when the kernel can hand AMX

@@ -30,10 +30,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--rounds", type=int, default=3, help="--vs-reference: interleaved rounds, median of per-round ratios (default: %(default)s)")
     parser.add_argument("--from-json", metavar="FILE", help="print the --vs-reference tables of a JSON written by --out, without running anything")
     parser.add_argument("--update-docs", action="store_true", help="with --vs-reference or --from-json: write the tables into docs/benchmark.md")
+    parser.add_argument(
+        "--sweep-cost",
+        action="store_true",
+        help="whole sweeps against the reference-style pipeline per configuration and the encoding floor (docs/benchmark.md)",
+    )
+    parser.add_argument("--sweep-parts", default="reference,floor", help="--sweep-cost: comma-separated subset of reference,floor (default: %(default)s)")
     parser.add_argument("--scale", metavar="FACTORS", help="instead: cost as the work grows, --dataset repeated e.g. 1,10,100 times (docs/benchmark.md)")
     args = parser.parse_args(argv)
     if args.scale:
         return _scale(args)
+    if args.sweep_cost:
+        return _sweep_cost(args)
     if args.vs_reference or args.from_json:
         return _vs_reference(args)
     prepare_process()
@@ -91,6 +99,23 @@ def _scale(args: argparse.Namespace) -> int:
     Path(args.out).write_text(json.dumps(result, indent=2, default=float) + "\n", encoding="utf-8")
     print(f"wrote {args.out}", file=sys.stderr)
     print(bench_scale.tables(result))
+    return 0
+
+
+def _sweep_cost(args: argparse.Namespace) -> int:
+    """``--sweep-cost``: whole sweeps against what they replace; JSON to ``--out``, tables to stdout."""
+    from harness.studies import bench_sweep
+
+    try:
+        prepare_process()
+        result = bench_sweep.run_sweep_cost(args.dataset, [p for p in args.sweep_parts.split(",") if p], tiny=args.tiny)
+    except ValueError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+    Path(args.out).write_text(json.dumps(result, indent=2, default=float) + "\n", encoding="utf-8")
+    print(f"wrote {args.out}", file=sys.stderr)
+    print(bench_sweep.tables(result))
     return 0
 
 

@@ -27,8 +27,8 @@ Its own code, written the way Chroma's ``chunking_evaluation`` package (Smith & 
   ``kamradt`` (``KamradtModifiedChunker``) embeds each 50-token piece with its neighbours
   and cuts where the cosine distance of consecutive windows exceeds a threshold found by
   binary search so that chunks average ``--size`` tokens. Pieces are joined with a space,
-  as the reference joins them, so such a chunk is found by text search only where that
-  space was one in the corpus (the rest count as unlocated).
+  as the reference joins them; such a chunk is located from its pieces (each found by text
+  search), from its first piece's start to its last piece's end.
 * ``floor TEXTS_JSON``: load the model and encode the texts of a JSON file
   (``{"chunks": [...], "questions": [...]}``) in one ``encode`` call each, at ``--precision
   fp32`` or ``bf16`` (``torch.autocast(dtype=torch.bfloat16)``): the least any evaluation
@@ -126,9 +126,14 @@ def recursive_split(text: str, encoding, size: int, overlap: int = 0) -> list[st
 def cluster_split(text: str, encoding, model, size: int) -> list[str]:
     """Runs of 50-token pieces of at most ``size // 50`` pieces maximising their summed
     mean-centred pairwise cosine similarity (dynamic programming over piece ends)."""
+    pieces = recursive_split(text, encoding, PIECE)
+    return [" ".join(pieces[a : b + 1]) for a, b in cluster_runs(pieces, model, size)]
+
+
+def cluster_runs(pieces: list[str], model, size: int) -> list[tuple[int, int]]:
+    """The runs of :func:`cluster_split` as ``(first, last)`` piece indices (inclusive)."""
     import numpy as np
 
-    pieces = recursive_split(text, encoding, PIECE)
     if not pieces:
         return []
     vectors = encode(model, pieces)
@@ -149,18 +154,23 @@ def cluster_split(text: str, encoding, model, size: int) -> list[str]:
     while end >= 0:
         runs.append((start[end], end))
         end = start[end] - 1
-    return [" ".join(pieces[a : b + 1]) for a, b in reversed(runs)]
+    return [(int(a), int(b)) for a, b in reversed(runs)]
 
 
 def kamradt_split(text: str, encoding, model, size: int) -> list[str]:
     """50-token pieces grouped where the cosine distance between consecutive neighbour
     windows (piece with its neighbours) exceeds a threshold, the threshold found by binary
     search so that chunks average ``size`` tokens."""
+    pieces = recursive_split(text, encoding, PIECE)
+    return [" ".join(pieces[a : b + 1]) for a, b in kamradt_runs(pieces, encoding, model, size)]
+
+
+def kamradt_runs(pieces: list[str], encoding, model, size: int) -> list[tuple[int, int]]:
+    """The runs of :func:`kamradt_split` as ``(first, last)`` piece indices (inclusive)."""
     import numpy as np
 
-    pieces = recursive_split(text, encoding, PIECE)
     if len(pieces) < 2:
-        return pieces
+        return [(0, 0)] if pieces else []
     windows = [" ".join(pieces[max(i - 1, 0) : i + 2]) for i in range(len(pieces))]
     vectors = encode(model, windows)
     distances = 1.0 - np.sum(vectors[:-1] * vectors[1:], axis=1)
@@ -174,14 +184,13 @@ def kamradt_split(text: str, encoding, model, size: int) -> list[str]:
             low = mid
         else:
             high = mid
-    chunks, current = [], [pieces[0]]
-    for piece, distance in zip(pieces[1:], distances):
+    runs, first = [], 0
+    for i, distance in enumerate(distances, start=1):
         if distance > high:
-            chunks.append(" ".join(current))
-            current = []
-        current.append(piece)
-    chunks.append(" ".join(current))
-    return chunks
+            runs.append((first, i - 1))
+            first = i
+    runs.append((first, len(pieces) - 1))
+    return runs
 
 
 #: Chunkers of ``pipeline --chunker``; the semantic ones embed pieces while chunking.
@@ -199,15 +208,16 @@ def chunk_folder(folder: str | Path, size: int = 400, overlap: int = 0, chunker:
     encoding = tiktoken.get_encoding(ENCODING)
     chunks = []
     for cid, text in corpora.items():
-        if chunker == "fixed":
-            windows = token_windows(text, encoding, size, overlap)
-        elif chunker == "recursive":
-            windows = recursive_split(text, encoding, size, overlap)
-        elif chunker == "cluster":
-            windows = cluster_split(text, encoding, model, size)
-        else:
-            windows = kamradt_split(text, encoding, model, size)
-        chunks += [{"corpus_id": cid, "text": w, "span": s} for w, s in zip(windows, locate(text, windows))]
+        if chunker in ("fixed", "recursive"):
+            windows = token_windows(text, encoding, size, overlap) if chunker == "fixed" else recursive_split(text, encoding, size, overlap)
+            chunks += [{"corpus_id": cid, "text": w, "span": s} for w, s in zip(windows, locate(text, windows))]
+            continue
+        pieces = recursive_split(text, encoding, PIECE)
+        runs = cluster_runs(pieces, model, size) if chunker == "cluster" else kamradt_runs(pieces, encoding, model, size)
+        found = locate(text, pieces)
+        for a, b in runs:  # a joined chunk spans its first piece's start to its last piece's end
+            span = (found[a][0], found[b][1]) if found[a] is not None and found[b] is not None else None
+            chunks.append({"corpus_id": cid, "text": " ".join(pieces[a : b + 1]), "span": span})
     return chunks, questions
 
 
