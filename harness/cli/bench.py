@@ -28,8 +28,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--vs-reference", action="store_true", help="time the harness against a reference-style pipeline and the encoding floor (docs/benchmark.md)"
     )
     parser.add_argument("--rounds", type=int, default=3, help="--vs-reference: interleaved rounds, median of per-round ratios (default: %(default)s)")
-    parser.add_argument("--from-json", metavar="FILE", help="print the --vs-reference tables of a JSON written by --out, without running anything")
-    parser.add_argument("--update-docs", action="store_true", help="with --vs-reference or --from-json: write the tables into docs/benchmark.md")
+    parser.add_argument(
+        "--from-json",
+        metavar="FILE",
+        help="print the --vs-reference (or, with --sweep-cost, comma-separated --sweep-cost) tables of JSON written by --out, without running anything",
+    )
+    parser.add_argument("--update-docs", action="store_true", help="with --vs-reference, --sweep-cost or --from-json: write the tables into docs/benchmark.md")
     parser.add_argument(
         "--sweep-cost",
         action="store_true",
@@ -107,15 +111,24 @@ def _sweep_cost(args: argparse.Namespace) -> int:
     from harness.studies import bench_sweep
 
     try:
-        prepare_process()
-        result = bench_sweep.run_sweep_cost(args.dataset, [p for p in args.sweep_parts.split(",") if p], tiny=args.tiny)
+        if args.from_json:
+            result = bench_sweep.load(args.from_json.split(","))
+        else:
+            prepare_process()
+            result = bench_sweep.run_sweep_cost(args.dataset, [p for p in args.sweep_parts.split(",") if p], tiny=args.tiny)
     except ValueError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.out).write_text(json.dumps(result, indent=2, default=float) + "\n", encoding="utf-8")
-    print(f"wrote {args.out}", file=sys.stderr)
+    if args.from_json:
+        if args.out != "bench.json":  # --out given: the combined result is written there
+            Path(args.out).write_text(json.dumps(result, indent=2, default=float) + "\n", encoding="utf-8")
+    else:
+        Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+        Path(args.out).write_text(json.dumps(result, indent=2, default=float) + "\n", encoding="utf-8")
+        print(f"wrote {args.out}", file=sys.stderr)
     print(bench_sweep.tables(result))
+    if args.update_docs:
+        print(f"wrote the table into {bench_sweep.update_docs(result)}", file=sys.stderr)
     return 0
 
 

@@ -153,9 +153,9 @@ class CachedEncoder(ABC):
         backend: the backend's name (``sentence_transformers``, ``openai``, ``model2vec``).
         window_unit: what :attr:`max_seq_length` counts, for messages (``word pieces``).
         n_encoded: texts embedded by the model so far; n_cache_hits: texts read from the
-            disk cache (by text or by input key); n_shared: texts given the vector of
-            another text with the same model input (embedded in this process, not read
-            from disk); n_truncated: distinct texts found over the window.
+            disk cache under their own text key; n_shared: texts given the vector computed
+            for another text with the same model input (in this process, or read from disk
+            under that input's key); n_truncated: distinct texts found over the window.
 
     Raises:
         ValueError: ``batch_size < 1``, an unknown ``on_truncate``, a prompt that is not a string.
@@ -342,9 +342,9 @@ class CachedEncoder(ABC):
         distinct input in ``todo``; the others are returned as ``{text key: input key}``
         to be served by :meth:`_serve_waiting` once their input is embedded.
 
-        ``todo`` is changed in place. Texts served here count as cache hits (read from disk)
-        or as shared (embedded earlier by this encoder); both are stored under their text
-        key, so a later lookup by text finds them. No input keys (the backend cannot tell):
+        ``todo`` is changed in place. Texts served here count as shared (their vector was
+        computed for another text with the same input, by this encoder or by one that stored
+        it on disk) and are stored under their text key, so a later lookup by text finds them. No input keys (the backend cannot tell):
         nothing changes.
         """
         keys = self._input_keys(list(todo.values()))
@@ -354,7 +354,6 @@ class CachedEncoder(ABC):
             raise ValueError(f"{self.source}: {len(keys)} input keys for {len(todo)} texts ({desc})")
         pairs = dict(zip(todo, keys))
         self._input_of.update(pairs)
-        from_disk: set[str] = set()
         wanted = [k for k in dict.fromkeys(keys) if k not in self._by_input]
         if wanted and self._store is not None:
             hits = self._store.get(self.embedding_key, wanted, dim=self.declared_dim, model_name=self.model_name)
@@ -364,17 +363,13 @@ class CachedEncoder(ABC):
                 text_of = {ik: todo[tk] for tk, ik in pairs.items()}
                 check_vectors(np.stack(list(hits.values())), [text_of[k] for k in hits], where, desc, hint)
                 self._by_input.update(hits)
-                from_disk = set(hits)
         served: dict[str, np.ndarray] = {}
         waiting: dict[str, str] = {}
         first: set[str] = set()
         for tk, ik in pairs.items():
             if ik in self._by_input:
                 served[tk] = self._by_input[ik]
-                if ik in from_disk:
-                    self.n_cache_hits += 1
-                else:
-                    self.n_shared += 1
+                self.n_shared += 1
             elif ik in first:
                 waiting[tk] = ik
             else:

@@ -147,6 +147,8 @@ def sweep_counters(uri: str, experiment: str) -> dict:
     for key in ("embedding.texts_embedded", "embedding.cache_hits", "embedding.texts_shared"):
         out[key.split(".", 1)[1]] = int(sum(r.metrics.get(key, 0.0) for r in runs))
     out["recall@5"] = {r.name: r.metrics.get("recall_at_5") for r in runs}
+    phases = sorted({k for r in runs for k in r.metrics if k.startswith("time.") and k.endswith("_s")})
+    out["phase_s"] = {k[len("time.") : -2]: round(sum(r.metrics.get(k, 0.0) for r in runs), 2) for k in phases}  # summed over jobs
     return out
 
 
@@ -295,6 +297,78 @@ def run_sweep_cost(dataset: str = "chroma_general", parts: Sequence[str] = SWEEP
     return result
 
 
+#: Markers of the generated block in docs/benchmark.md, and the committed result it renders.
+MARKERS = (
+    "<!-- sweep-cost:start (written by harness bench --sweep-cost --from-json experiments/bench/sweep_cost.json --update-docs) -->",
+    "<!-- sweep-cost:end -->",
+)
+COMMITTED_JSON = Path("experiments") / "bench" / "sweep_cost.json"
+
+
+def combine(results: Sequence[dict]) -> dict:
+    """One result from the results of separate ``--sweep-parts`` runs (each part from the last
+    result that has it; the machine of the first, the end machine of the last; verdicts
+    recomputed).
+
+    Raises:
+        ValueError: no results, or results of different datasets.
+    """
+    if not results:
+        raise ValueError("--from-json: no result to combine")
+    if len({r["dataset"] for r in results}) != 1:
+        raise ValueError(f"--from-json: results of different datasets {sorted({r['dataset'] for r in results})}")
+    out = {k: v for k, v in results[0].items() if k not in SWEEP_PARTS}
+    out["machine_end"] = results[-1].get("machine_end", results[-1]["machine"])
+    out["started"] = results[0]["started"]
+    for r in results:
+        out.update({p: r[p] for p in SWEEP_PARTS if p in r})
+    out["verdicts"] = verdicts(out)
+    return out
+
+
+def load(paths: Sequence[str | os.PathLike]) -> dict:
+    """The combined result of JSON files written by ``--sweep-cost --out FILE``.
+
+    Raises:
+        ValueError: a file that cannot be read or holds no measured part (names the file).
+    """
+    results = []
+    for path in paths:
+        try:
+            result = json.loads(Path(path).read_text(encoding="utf-8"))
+        except (OSError, ValueError) as exc:
+            raise ValueError(f"--from-json {path}: cannot read a benchmark JSON ({exc})") from None
+        if not isinstance(result, dict) or not any(p in result for p in SWEEP_PARTS) or "machine" not in result:
+            raise ValueError(f"--from-json {path}: no 'reference' or 'floor' part; expected the output of harness bench --sweep-cost --out FILE")
+        results.append(result)
+    return combine(results)
+
+
+def update_docs(result: dict, root: str | os.PathLike | None = None) -> Path:
+    """Write :func:`tables` of ``result`` into ``docs/benchmark.md`` between :data:`MARKERS`; returns the file.
+
+    Raises:
+        ValueError: the file has no marker block.
+    """
+    from harness.experiment.build import PROJECT_ROOT
+
+    path = Path(root or PROJECT_ROOT) / "docs" / "benchmark.md"
+    text = path.read_text(encoding="utf-8")
+    start, end = MARKERS
+    i, j = text.find(start), text.find(end)
+    if i < 0 or j < i:
+        raise ValueError(f"{path} has no {start} ... {end} block to write the table into")
+    path.write_text(text[: i + len(start)] + "\n" + tables(result) + "\n" + text[j:], encoding="utf-8")
+    return path
+
+
+def generated_block(text: str) -> str | None:
+    """The text between :data:`MARKERS` in ``text`` (without the newlines next to them), or None."""
+    start, end = MARKERS
+    i, j = text.find(start), text.find(end)
+    return None if i < 0 or j < i else text[i + len(start) : j].strip("\n")
+
+
 def verdicts(result: dict) -> dict[str, str]:
     """PASS or FAIL per measured part (ratio <= its limit)."""
     return {part: ("PASS" if result[part]["ratio"] <= LIMITS[part] else "FAIL") for part in SWEEP_PARTS if part in result}
@@ -346,4 +420,12 @@ def tables(result: dict) -> str:
             f"{flo['chunk_texts']} distinct chunk texts over the chunk sets, {flo['distinct_inputs']} distinct model inputs, {flo['questions']} questions; "
             f"the {c['jobs']} jobs embedded {c['texts_embedded']} texts, read {c['cache_hits']} from the cache and shared {c['texts_shared']} by truncated input.",
         ]
+    for label, part in (("reference", ref), ("floor", flo)):
+        if part and part["counters"].get("phase_s"):
+            lines += [
+                "",
+                f"Logged phases of the {label} multirun's jobs, seconds summed over jobs: "
+                + ", ".join(f"{k} {v:.1f}" for k, v in part["counters"]["phase_s"].items())
+                + ".",
+            ]
     return "\n".join(lines)

@@ -145,3 +145,36 @@ def test_bad_parts_are_refused_before_anything_runs():
         bench_sweep.run_sweep_cost(parts=["flor"])
     with pytest.raises(ValueError, match="--sweep-parts: expected a comma-separated subset"):
         bench_sweep.run_sweep_cost(parts=[])
+
+
+def test_parts_run_apart_combine_and_render_into_the_docs(tmp_path):
+    ref, flo = _result(0.4, 1.3), _result(0.4, 1.3)
+    del ref["floor"], flo["reference"]
+    flo["machine"] = dict(flo["machine"], load_1m=3.0)
+    paths = []
+    for name, part in (("ref", ref), ("floor", flo)):
+        paths.append(tmp_path / f"{name}.json")
+        paths[-1].write_text(bench_sweep.json.dumps(part), encoding="utf-8")
+    combined = bench_sweep.load(paths)
+    assert combined["verdicts"] == {"reference": "PASS", "floor": "FAIL"} and combined["machine_end"]["load_1m"] == 3.0
+    docs = tmp_path / "docs" / "benchmark.md"
+    docs.parent.mkdir()
+    docs.write_text("before\n" + "\n".join(bench_sweep.MARKERS) + "\nafter\n", encoding="utf-8")
+    bench_sweep.update_docs(combined, tmp_path)
+    text = docs.read_text(encoding="utf-8")
+    assert bench_sweep.generated_block(text) == bench_sweep.tables(combined) and text.startswith("before\n") and text.endswith("after\n")
+    with pytest.raises(ValueError, match="no 'reference' or 'floor' part"):
+        bench_sweep.load([_write(tmp_path / "x.json", {"machine": {}})])
+
+
+def _write(path, data):
+    path.write_text(bench_sweep.json.dumps(data), encoding="utf-8")
+    return path
+
+
+def test_the_docs_block_is_the_committed_json():
+    from conftest import PROJECT_ROOT
+
+    committed = PROJECT_ROOT / bench_sweep.COMMITTED_JSON
+    block = bench_sweep.generated_block((PROJECT_ROOT / "docs" / "benchmark.md").read_text(encoding="utf-8"))
+    assert block == bench_sweep.tables(bench_sweep.load([committed]))
