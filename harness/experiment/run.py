@@ -866,7 +866,7 @@ def _chunk_line(stats: dict) -> str:
 
 
 def embedding_line(counters: dict[str, float]) -> str:
-    """``embedding: 170 texts embedded, 191 from the cache, 3 shared (same model input after truncation)``
+    """``embedding: 12 texts embedded, 30 from the cache, 2 shared (same model input after truncation)``
     from the encoder's ``embedding.*`` counters (:meth:`harness.embeddings.base.CachedEncoder.run_metrics`)."""
     return (
         f"embedding: {int(counters.get('embedding.texts_embedded', 0))} texts embedded, {int(counters.get('embedding.cache_hits', 0))} from the cache, "
