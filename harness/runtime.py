@@ -105,19 +105,21 @@ def cpu_flags() -> frozenset[str]:
     return frozenset()
 
 
+@functools.lru_cache(maxsize=1)
 def cpu_model() -> str:
-    """The CPU's model name as the Linux kernel reports it (``model name`` in ``/proc/cpuinfo``),
-    else :func:`platform.processor`, else ``"unknown"``: read at run time for benchmark output."""
+    """The CPU's model name as the machine reports it at run time (``model name`` in
+    ``/proc/cpuinfo``, else :func:`platform.processor`, else ``"unknown CPU"``), for
+    benchmark output: a timing names the CPU that measured it."""
     try:
         with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as fh:
             for line in fh:
                 if line.startswith("model name"):
-                    return line.partition(":")[2].strip() or "unknown"
+                    return " ".join(line.partition(":")[2].split())
     except OSError:
         pass
     import platform
 
-    return platform.processor() or "unknown"
+    return platform.processor() or "unknown CPU"
 
 
 #: The SIMD and matrix features a benchmark reports, when the CPU has them.

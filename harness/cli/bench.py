@@ -28,10 +28,18 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--vs-reference", action="store_true", help="time the harness against a reference-style pipeline and the encoding floor (docs/benchmark.md)"
     )
     parser.add_argument("--rounds", type=int, default=3, help="--vs-reference: interleaved rounds, median of per-round ratios (default: %(default)s)")
-    parser.add_argument("--from-json", metavar="FILE", help="print the --vs-reference tables of a JSON written by --out, without running anything")
     parser.add_argument(
-        "--update-docs", action="store_true", help="with --vs-reference, --from-json or --scale-chunks: write the tables into docs/benchmark.md"
+        "--from-json",
+        metavar="FILE",
+        help="print the --vs-reference (or, with --sweep-cost, comma-separated --sweep-cost) tables of JSON written by --out, without running anything",
     )
+    parser.add_argument("--update-docs", action="store_true", help="with --vs-reference, --sweep-cost, --scale-chunks or --from-json: write the tables into docs/benchmark.md")
+    parser.add_argument(
+        "--sweep-cost",
+        action="store_true",
+        help="whole sweeps against the reference-style pipeline per configuration and the encoding floor (docs/benchmark.md)",
+    )
+    parser.add_argument("--sweep-parts", default="reference,floor", help="--sweep-cost: comma-separated subset of reference,floor (default: %(default)s)")
     parser.add_argument("--scale", metavar="FACTORS", help="instead: cost as the work grows, --dataset repeated e.g. 1,10,100 times (docs/benchmark.md)")
     chunks = parser.add_argument_group("--scale-chunks: search over N distinct chunks (docs/benchmark.md)")
     chunks.add_argument("--scale-chunks", metavar="N", type=int, help="instead: FAISS IVF/HNSW and BM25 over >= N distinct chunks, e.g. 1000000")
@@ -59,6 +67,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _screen(args)
     if args.scale:
         return _scale(args)
+    if args.sweep_cost:
+        return _sweep_cost(args)
     if args.vs_reference or args.from_json:
         return _vs_reference(args)
     prepare_process()
@@ -176,6 +186,32 @@ def _scale_chunks(args: argparse.Namespace) -> int:
 def _write_json(path: str, result: dict) -> None:
     Path(path).parent.mkdir(parents=True, exist_ok=True)
     Path(path).write_text(json.dumps(result, indent=2, default=float) + "\n", encoding="utf-8")
+
+
+def _sweep_cost(args: argparse.Namespace) -> int:
+    """``--sweep-cost``: whole sweeps against what they replace; JSON to ``--out``, tables to stdout."""
+    from harness.studies import bench_sweep
+
+    try:
+        if args.from_json:
+            result = bench_sweep.load(args.from_json.split(","))
+        else:
+            prepare_process()
+            result = bench_sweep.run_sweep_cost(args.dataset, [p for p in args.sweep_parts.split(",") if p], tiny=args.tiny)
+    except ValueError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    if args.from_json:
+        if args.out != "bench.json":  # --out given: the combined result is written there
+            Path(args.out).write_text(json.dumps(result, indent=2, default=float) + "\n", encoding="utf-8")
+    else:
+        Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+        Path(args.out).write_text(json.dumps(result, indent=2, default=float) + "\n", encoding="utf-8")
+        print(f"wrote {args.out}", file=sys.stderr)
+    print(bench_sweep.tables(result))
+    if args.update_docs:
+        print(f"wrote the table into {bench_sweep.update_docs(result)}", file=sys.stderr)
+    return 0
 
 
 def run_command(argv: Sequence[str]) -> int:

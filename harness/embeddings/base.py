@@ -15,6 +15,15 @@ vectors of a list of texts). Everything else is here and behaves alike for every
   ``cache_dir``, once per cache folder (:class:`harness.cache.EmbeddingCache`, keyed by
   :attr:`~CachedEncoder.embedding_key` and the text's sha256); texts are embedded in blocks
   of ``4 * batch_size`` (longest first) and each block is stored as soon as it is embedded.
+* **one vector per model input** (:meth:`~CachedEncoder._input_keys`): a backend that can
+  tell what its model receives (the token ids after truncation, special tokens included)
+  lets texts with equal inputs share one vector: a 400- and an 800-token window from the
+  same start under a 256-token window, a chunk and its longer sibling. A text missing both
+  caches under its own key is looked up by its input key (memory, then disk: rows
+  ``ids:<sha256 of the ids>`` next to the text rows, under the same embedding key); of the
+  texts still missing, one per distinct input is embedded and the others get its vector.
+  Every vector is stored under both keys, so a later run finds it by text (without
+  tokenising or loading the model) and another text with the same input finds it by ids.
 * **the window**: texts longer than :attr:`~CachedEncoder.max_seq_length` are cut by the
   model (or would be refused by an API); :attr:`~CachedEncoder.on_truncate` says what to do
   (``warn``: one warning per call with the count and the longest length; ``error``: refuse
@@ -25,7 +34,9 @@ vectors of a list of texts). Everything else is here and behaves alike for every
   count, the first text); a zero vector (norm <= :data:`ZERO_NORM`) is kept, warned about
   once per text and counted (``embedding.zero_vectors``).
 * **counters** for the run's metrics (:meth:`~CachedEncoder.run_metrics`): texts embedded,
-  cache hits, texts over the window, zero vectors.
+  cache hits, texts shared by input, texts over the window, zero vectors. Each distinct
+  text an encoder is asked for counts once, in exactly one of the first three:
+  ``n_encoded + n_cache_hits + n_shared == distinct texts asked``.
 * :attr:`~CachedEncoder.checkpoint`: a callable run once the caches have been read, before
   each block the model embeds; a run uses it to learn from its tracking store whether to go
   on before paying for any embedding. :attr:`~CachedEncoder.poll` is run instead when
@@ -58,6 +69,24 @@ ZERO_NORM = 1e-12
 def text_key(text: str) -> str:
     """sha256 hex of a text (UTF-8): the per-text key of both caches."""
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+#: Prefix of an input key (:func:`input_key`); a text key is plain hex, so the two never meet.
+INPUT_KEY_PREFIX = "ids:"
+
+
+def input_key(ids: Sequence[int]) -> str:
+    """Key of one model input: ``"ids:"`` + sha256 hex of the token ids as little-endian int64.
+
+    Args:
+        ids: the token ids the model receives for one text (after truncation, special
+            tokens included, padding excluded), in order.
+
+    Returns:
+        A string that is equal for two texts exactly when their ids are equal (up to sha256
+        collisions); it never equals a :func:`text_key`.
+    """
+    return INPUT_KEY_PREFIX + hashlib.sha256(np.asarray(ids, dtype="<i8").tobytes()).hexdigest()
 
 
 def _quote(text: str, width: int = 60) -> str:
@@ -129,7 +158,9 @@ class CachedEncoder(ABC):
         backend: the backend's name (``sentence_transformers``, ``openai``, ``model2vec``).
         window_unit: what :attr:`max_seq_length` counts, for messages (``word pieces``).
         n_encoded: texts embedded by the model so far; n_cache_hits: texts read from the
-            disk cache; n_truncated: distinct texts found over the window.
+            disk cache under their own text key; n_shared: texts given the vector computed
+            for another text with the same model input (in this process, or read from disk
+            under that input's key); n_truncated: distinct texts found over the window.
 
     Raises:
         ValueError: ``batch_size < 1``, an unknown ``on_truncate``, a prompt that is not a string.
@@ -170,6 +201,9 @@ class CachedEncoder(ABC):
         self._cache: dict[str, np.ndarray] = {}
         self.n_encoded = 0
         self.n_cache_hits = 0
+        self.n_shared = 0
+        self._input_of: dict[str, str] = {}  # text key -> input key, for texts whose input was asked
+        self._by_input: dict[str, np.ndarray] = {}  # input key -> vector (memory)
         self.n_zero = 0
         self._zero_checked: set[str] = set()
         self.cache_dir = Path(cache_dir).expanduser() if cache_dir not in (None, "") else None
@@ -202,6 +236,14 @@ class CachedEncoder(ABC):
     @property
     def declared_dim(self) -> int | None:
         """The dimension the backend promises before embedding anything (None: unknown)."""
+        return None
+
+    def _input_keys(self, texts: list[str]) -> list[str] | None:
+        """:func:`input_key` of what the model receives for each text (already prompted),
+        or None when the backend cannot tell: then texts share a vector only when they are
+        equal. A backend that answers must answer exactly (two texts get one key only when
+        the model would receive the same ids); it may load its model or tokenizer for it.
+        Default: None."""
         return None
 
     def _prepare(self) -> None:
@@ -292,7 +334,10 @@ class CachedEncoder(ABC):
             self.n_cache_hits += len(hits)
             self._cache_hits(len(hits))
         if todo:
-            self._embed(todo, desc)
+            waiting = self._share_inputs(todo, desc)
+            if todo:
+                self._embed(todo, desc)
+            self._serve_waiting(waiting)
         elif self.poll is not None:
             self.poll()
         if not keys:
@@ -300,6 +345,63 @@ class CachedEncoder(ABC):
         vectors = np.stack([self._cache[k] for k in keys])
         self._flag_zero(vectors, texts, keys, desc)
         return vectors
+
+    def _share_inputs(self, todo: dict[str, str], desc: str) -> dict[str, str]:
+        """Resolve what of ``todo`` (``{text key: text}``, missing both caches by text) has
+        an input already embedded (memory, then disk by input key) and keep one text per
+        distinct input in ``todo``; the others are returned as ``{text key: input key}``
+        to be served by :meth:`_serve_waiting` once their input is embedded.
+
+        ``todo`` is changed in place. Texts served here count as shared (their vector was
+        computed for another text with the same input, by this encoder or by one that stored
+        it on disk) and are stored under their text key, so a later lookup by text finds them. No input keys (the backend cannot tell):
+        nothing changes.
+        """
+        keys = self._input_keys(list(todo.values()))
+        if keys is None:
+            return {}
+        if len(keys) != len(todo):
+            raise ValueError(f"{self.source}: {len(keys)} input keys for {len(todo)} texts ({desc})")
+        pairs = dict(zip(todo, keys))
+        self._input_of.update(pairs)
+        wanted = [k for k in dict.fromkeys(keys) if k not in self._by_input]
+        if wanted and self._store is not None:
+            hits = self._store.get(self.embedding_key, wanted, dim=self.declared_dim, model_name=self.model_name)
+            if hits:
+                where = f"embedding cache {self._store.path} (embedding.model {self.model_name!r})"
+                hint = "clear it with `harness cache clear --kind embeddings`"
+                text_of = {ik: todo[tk] for tk, ik in pairs.items()}
+                check_vectors(np.stack(list(hits.values())), [text_of[k] for k in hits], where, desc, hint)
+                self._by_input.update(hits)
+        served: dict[str, np.ndarray] = {}
+        waiting: dict[str, str] = {}
+        first: set[str] = set()
+        for tk, ik in pairs.items():
+            if ik in self._by_input:
+                served[tk] = self._by_input[ik]
+                self.n_shared += 1
+            elif ik in first:
+                waiting[tk] = ik
+            else:
+                first.add(ik)
+        for tk in [*served, *waiting]:
+            del todo[tk]
+        if served:
+            self._cache.update(served)
+            if self._store is not None:
+                self._store.put(self.embedding_key, served, self._describe())
+        return waiting
+
+    def _serve_waiting(self, waiting: dict[str, str]) -> None:
+        """Give each text of ``waiting`` (``{text key: input key}``) the vector just embedded
+        for its input; count it as shared and store it under its text key."""
+        if not waiting:
+            return
+        served = {tk: self._by_input[ik] for tk, ik in waiting.items()}
+        self._cache.update(served)
+        self.n_shared += len(served)
+        if self._store is not None:
+            self._store.put(self.embedding_key, served, self._describe())
 
     @property
     def source(self) -> str:
@@ -401,9 +503,11 @@ class CachedEncoder(ABC):
                     )
                 check_vectors(vecs, [t for _, t in part], self.source, desc)  # before anything is cached
                 block_vecs = {k: v for (k, _), v in zip(part, vecs)}
+                by_input = {self._input_of[k]: v for k, v in block_vecs.items() if k in self._input_of}
                 if self._store is not None:
-                    self._store.put(self.embedding_key, block_vecs, self._describe())
+                    self._store.put(self.embedding_key, {**block_vecs, **by_input}, self._describe())
                 self._cache.update(block_vecs)
+                self._by_input.update(by_input)
                 self.n_encoded += len(part)
 
     def _embed_block(self, texts: list[str], bar=None) -> np.ndarray:
@@ -482,6 +586,7 @@ class CachedEncoder(ABC):
         out = {
             "embedding.texts_embedded": float(self.n_encoded),
             "embedding.cache_hits": float(self.n_cache_hits),
+            "embedding.texts_shared": float(self.n_shared),
             "embedding.texts_over_window": float(self.n_truncated),
             "embedding.zero_vectors": float(self.n_zero),
         }

@@ -641,6 +641,37 @@ class Encoder(CachedEncoder):
                 bar.update(len(part))
             yield part, vecs
 
+    #: Features of a text input that the ids (with the attention mask) determine; any other
+    #: feature from the model's ``preprocess`` (an image, a prompt length) turns sharing off.
+    _ID_FEATURES = frozenset({"input_ids", "attention_mask", "token_type_ids", "modality"})
+
+    def _input_keys(self, texts: list[str]) -> list[str] | None:
+        """:func:`harness.embeddings.base.input_key` of the ids the model receives for each
+        text: sentence-transformers' own ``preprocess`` (the call its ``encode`` makes for a
+        batch: the model's tokenizer, its lower-casing and stripping, truncation to
+        :attr:`max_seq_length` with special tokens), padding removed by the attention mask.
+        Loads the model. None (no sharing) with ``distributed="ray"`` (this process does not
+        load the model) or when the model's inputs hold more than token ids."""
+        if self.distributed == "ray" or not texts:
+            return None if self.distributed == "ray" else []
+        from harness.embeddings.base import input_key
+
+        model = self.model
+        order = sorted(range(len(texts)), key=lambda i: len(texts[i]))  # similar lengths pad less
+        keys: list[str] = [""] * len(texts)
+        step = 4 * self.batch_size
+        for j in range(0, len(order), step):
+            rows = order[j : j + step]
+            features = model.preprocess([texts[i] for i in rows], prompt="")
+            if not hasattr(features, "keys") or "input_ids" not in features or set(features.keys()) - self._ID_FEATURES:
+                return None
+            ids = features["input_ids"]
+            mask = features.get("attention_mask")
+            for r, i in enumerate(rows):
+                row = ids[r] if mask is None else ids[r][mask[r].bool()]
+                keys[i] = input_key(row.tolist())
+        return keys
+
     def _embed_batch(self, texts: list[str]) -> np.ndarray:
         import contextlib
 

@@ -17,7 +17,7 @@ import difflib
 import inspect
 import re
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any, Iterable, Sequence
 
 #: Constructor arguments a run passes itself (never written in a config file).
 INJECTED = frozenset({"self", "encoder", "cache_dir"})
@@ -54,19 +54,33 @@ def sweep_option_error(argv: Iterable[str], conf_dir: str | Path) -> str | None:
     (its options: the ``*.yaml`` files there) before anything starts. Overrides of settings
     (``chunker.chunk_size=...``), appends (``+``), deletions (``~``), sweep functions
     (``range(...)``, ``choice(...)``) and Hydra's own groups (``hydra/...``) are left to Hydra.
+    Options in the folders of a ``hydra.searchpath=[file://...]`` override count too.
     """
-    conf = Path(conf_dir)
+    argv = list(argv)
+    roots = [Path(conf_dir), *_search_folders(argv)]
     for arg in argv:
         if "=" not in arg or arg.startswith(("-", "+", "~")):
             continue
         group, _, value = arg.partition("=")
-        if "." in group or group.startswith("hydra") or "(" in value or not (conf / group).is_dir():
+        if "." in group or group.startswith("hydra") or "(" in value or not any((r / group).is_dir() for r in roots):
             continue
-        options = sorted(p.stem for p in (conf / group).glob("*.yaml"))
+        options = sorted({p.stem for r in roots for p in (r / group).glob("*.yaml")})
         for option in (v.strip() for v in value.split(",")):
             if option and option != "null" and option not in options:
                 return f"{group}={option}: no such option{did_you_mean(option, options, group + '=')} (options: {', '.join(options)})"
     return None
+
+
+def _search_folders(argv: Sequence[str]) -> list[Path]:
+    """The local folders (``file://`` entries) of a ``hydra.searchpath=[...]`` override in ``argv``."""
+    out = []
+    for arg in argv:
+        if arg.startswith("hydra.searchpath="):
+            for entry in arg.partition("=")[2].strip("[]").split(","):
+                entry = entry.strip().strip("'\"")
+                if entry.startswith("file://"):
+                    out.append(Path(entry[len("file://") :]))
+    return out
 
 
 def repeated_override_error(argv: Iterable[str]) -> str | None:

@@ -194,7 +194,8 @@ def execute(cfg: DictConfig) -> dict:
         timings.update(ev.timings)
         timings["tracking_wait"] = opening.waited
         run_id = log_run(tracker, run, settings, parts, dataset, ev, known_tags, timings, t_start)
-    _print_summary(run.run_name, run.experiment, run.tracking_uri, run_id, ev, timings["total"], settings.metrics.objective, run.report)
+    embedding = embedding_line(parts.encoder.run_metrics()) if parts.embeds else None
+    _print_summary(run.run_name, run.experiment, run.tracking_uri, run_id, ev, timings["total"], settings.metrics.objective, run.report, embedding)
     return {"run_id": run_id, "metrics": ev.metrics, "evaluation": ev, "objective": ev.metrics[settings.metrics.objective]}
 
 
@@ -864,6 +865,15 @@ def _chunk_line(stats: dict) -> str:
     )
 
 
+def embedding_line(counters: dict[str, float]) -> str:
+    """``embedding: 12 texts embedded, 30 from the cache, 2 shared (same model input after truncation)``
+    from the encoder's ``embedding.*`` counters (:meth:`harness.embeddings.base.CachedEncoder.run_metrics`)."""
+    return (
+        f"embedding: {int(counters.get('embedding.texts_embedded', 0))} texts embedded, {int(counters.get('embedding.cache_hits', 0))} from the cache, "
+        f"{int(counters.get('embedding.texts_shared', 0))} shared (same model input after truncation)"
+    )
+
+
 def ties_warning(ties: dict[str, float]) -> str | None:
     """One warning line when some query's top-k set is decided by the tie rule, else None.
 
@@ -881,8 +891,9 @@ def ties_warning(ties: dict[str, float]) -> str | None:
     )
 
 
-def _print_summary(name, experiment, uri, run_id, ev, seconds: float, objective: str = "recall@5", report: bool = False) -> None:
-    """Print the run's results: the whole table, or inside a sweep one line (:func:`job_line`)."""
+def _print_summary(name, experiment, uri, run_id, ev, seconds: float, objective: str = "recall@5", report: bool = False, embedding: str | None = None) -> None:
+    """Print the run's results: the whole table (after the chunk line and ``embedding``, the
+    :func:`embedding_line` of a run that embeds), or inside a sweep one line (:func:`job_line`)."""
     position = sweep_position()
     if position is not None:
         print(job_line(position, name, ev.metrics, objective, seconds, run_id=run_id))
@@ -895,6 +906,8 @@ def _print_summary(name, experiment, uri, run_id, ev, seconds: float, objective:
         return
     print(f"\nrun {name}  (experiment {experiment!r})")
     print(_chunk_line(ev.chunk_stats))
+    if embedding:
+        print(embedding)
     print(_results_text(ev))
     if ev.degenerate:
         print("WARNING degenerate_chunking=true: every document fits in one chunk; this run compares whole documents")

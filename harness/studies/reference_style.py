@@ -17,6 +17,18 @@ Its own code, written the way Chroma's ``chunking_evaluation`` package (Smith & 
   FAISS ``IndexFlatIP`` over the chunks of all corpora; top ``--k`` chunks per question;
   recall per question = characters of the question's evidence covered by retrieved chunks
   of its corpus / characters of its evidence, averaged over questions.
+* ``pipeline FOLDER --chunker recursive|cluster|kamradt``: the same evaluation with the
+  reference's other chunkers, written here from their published descriptions:
+  ``recursive`` splits at ``--separators`` (LangChain's ``RecursiveCharacterTextSplitter``,
+  which the reference's ``RecursiveTokenChunker`` follows, with a cl100k_base token
+  length); ``cluster`` (``ClusterSemanticChunker``) cuts the text into recursive pieces of
+  at most 50 tokens, embeds them and joins runs of at most ``--size // 50`` pieces that
+  maximise the summed pairwise similarity (mean-centred, by dynamic programming);
+  ``kamradt`` (``KamradtModifiedChunker``) embeds each 50-token piece with its neighbours
+  and cuts where the cosine distance of consecutive windows exceeds a threshold found by
+  binary search so that chunks average ``--size`` tokens. Pieces are joined with a space,
+  as the reference joins them; such a chunk is located from its pieces (each found by text
+  search), from its first piece's start to its last piece's end.
 * ``floor TEXTS_JSON``: load the model and encode the texts of a JSON file
   (``{"chunks": [...], "questions": [...]}``) in one ``encode`` call each, at ``--precision
   fp32`` or ``bf16`` (``torch.autocast(dtype=torch.bfloat16)``): the least any evaluation
@@ -91,16 +103,121 @@ def locate(text: str, chunks: list[str]) -> list[tuple[int, int] | None]:
     return out
 
 
-def chunk_folder(folder: str | Path, size: int = 400, overlap: int = 0) -> tuple[list[dict], list[dict]]:
-    """Chunks (``{"corpus_id", "text", "span"}``) of every corpus of ``folder`` and its questions."""
+#: Separators of the reference's recursive chunkers (and of the semantic chunkers' pieces).
+SEPARATORS = ["\n\n", "\n", ".", "?", "!", " ", ""]
+#: Tokens per piece of the semantic chunkers.
+PIECE = 50
+
+
+def recursive_split(text: str, encoding, size: int, overlap: int = 0) -> list[str]:
+    """Chunks of at most ``size`` cl100k_base tokens cut at :data:`SEPARATORS` (LangChain's recursive splitter)."""
+    from langchain_text_splitters import RecursiveCharacterTextSplitter
+
+    splitter = RecursiveCharacterTextSplitter(
+        chunk_size=size,
+        chunk_overlap=overlap,
+        separators=SEPARATORS,
+        keep_separator=True,
+        length_function=lambda t: len(encoding.encode(t, disallowed_special=())),
+    )
+    return splitter.split_text(text)
+
+
+def cluster_split(text: str, encoding, model, size: int) -> list[str]:
+    """Runs of 50-token pieces of at most ``size // 50`` pieces maximising their summed
+    mean-centred pairwise cosine similarity (dynamic programming over piece ends)."""
+    pieces = recursive_split(text, encoding, PIECE)
+    return [" ".join(pieces[a : b + 1]) for a, b in cluster_runs(pieces, model, size)]
+
+
+def cluster_runs(pieces: list[str], model, size: int) -> list[tuple[int, int]]:
+    """The runs of :func:`cluster_split` as ``(first, last)`` piece indices (inclusive)."""
+    import numpy as np
+
+    if not pieces:
+        return []
+    vectors = encode(model, pieces)
+    sim = vectors @ vectors.T
+    n = len(pieces)
+    sim = sim - sim[np.triu_indices(n, 1)].mean() if n > 1 else sim
+    np.fill_diagonal(sim, 0.0)
+    longest = max(size // PIECE, 1)
+    best = np.full(n, -np.inf)
+    start = np.zeros(n, dtype=int)
+    for end in range(n):
+        for length in range(1, min(longest, end + 1) + 1):
+            first = end - length + 1
+            value = sim[first : end + 1, first : end + 1].sum() + (best[first - 1] if first > 0 else 0.0)
+            if value > best[end]:
+                best[end], start[end] = value, first
+    runs, end = [], n - 1
+    while end >= 0:
+        runs.append((start[end], end))
+        end = start[end] - 1
+    return [(int(a), int(b)) for a, b in reversed(runs)]
+
+
+def kamradt_split(text: str, encoding, model, size: int) -> list[str]:
+    """50-token pieces grouped where the cosine distance between consecutive neighbour
+    windows (piece with its neighbours) exceeds a threshold, the threshold found by binary
+    search so that chunks average ``size`` tokens."""
+    pieces = recursive_split(text, encoding, PIECE)
+    return [" ".join(pieces[a : b + 1]) for a, b in kamradt_runs(pieces, encoding, model, size)]
+
+
+def kamradt_runs(pieces: list[str], encoding, model, size: int) -> list[tuple[int, int]]:
+    """The runs of :func:`kamradt_split` as ``(first, last)`` piece indices (inclusive)."""
+    import numpy as np
+
+    if len(pieces) < 2:
+        return [(0, 0)] if pieces else []
+    windows = [" ".join(pieces[max(i - 1, 0) : i + 2]) for i in range(len(pieces))]
+    vectors = encode(model, windows)
+    distances = 1.0 - np.sum(vectors[:-1] * vectors[1:], axis=1)
+    tokens = [len(encoding.encode(p, disallowed_special=())) for p in pieces]
+    wanted = max(sum(tokens) / size, 1.0)
+    low, high = 0.0, 1.0
+    for _ in range(30):  # more cuts for a lower threshold
+        mid = (low + high) / 2
+        cuts = int((distances > mid).sum()) + 1
+        if cuts > wanted:
+            low = mid
+        else:
+            high = mid
+    runs, first = [], 0
+    for i, distance in enumerate(distances, start=1):
+        if distance > high:
+            runs.append((first, i - 1))
+            first = i
+    runs.append((first, len(pieces) - 1))
+    return runs
+
+
+#: Chunkers of ``pipeline --chunker``; the semantic ones embed pieces while chunking.
+CHUNKERS = ("fixed", "recursive", "cluster", "kamradt")
+
+
+def chunk_folder(folder: str | Path, size: int = 400, overlap: int = 0, chunker: str = "fixed", model=None) -> tuple[list[dict], list[dict]]:
+    """Chunks (``{"corpus_id", "text", "span"}``) of every corpus of ``folder`` and its questions.
+
+    ``chunker`` is one of :data:`CHUNKERS`; ``cluster`` and ``kamradt`` need ``model``.
+    """
     import tiktoken
 
     corpora, questions = read_folder(folder)
     encoding = tiktoken.get_encoding(ENCODING)
     chunks = []
     for cid, text in corpora.items():
-        windows = token_windows(text, encoding, size, overlap)
-        chunks += [{"corpus_id": cid, "text": w, "span": s} for w, s in zip(windows, locate(text, windows))]
+        if chunker in ("fixed", "recursive"):
+            windows = token_windows(text, encoding, size, overlap) if chunker == "fixed" else recursive_split(text, encoding, size, overlap)
+            chunks += [{"corpus_id": cid, "text": w, "span": s} for w, s in zip(windows, locate(text, windows))]
+            continue
+        pieces = recursive_split(text, encoding, PIECE)
+        runs = cluster_runs(pieces, model, size) if chunker == "cluster" else kamradt_runs(pieces, encoding, model, size)
+        found = locate(text, pieces)
+        for a, b in runs:  # a joined chunk spans its first piece's start to its last piece's end
+            span = (found[a][0], found[b][1]) if found[a] is not None and found[b] is not None else None
+            chunks.append({"corpus_id": cid, "text": " ".join(pieces[a : b + 1]), "span": span})
     return chunks, questions
 
 
@@ -155,8 +272,11 @@ def encode(model, texts: list[str], batch_size: int = 64, precision: str = "fp32
     return np.asarray(vectors, dtype=np.float32)
 
 
-def pipeline(folder: str | Path, k: int = 5, size: int = 400, overlap: int = 0, batch_size: int = 64) -> dict:
-    """The whole evaluation (see the module docstring); returns seconds per step, counts and the mean recall@k."""
+def pipeline(folder: str | Path, k: int = 5, size: int = 400, overlap: int = 0, batch_size: int = 64, chunker: str = "fixed") -> dict:
+    """The whole evaluation (see the module docstring); returns seconds per step, counts and the mean recall@k.
+
+    The semantic chunkers (``cluster``, ``kamradt``) load the model before chunking, so
+    their ``chunk_s`` includes embedding their pieces."""
     times: dict[str, float] = {}
     t = time.perf_counter()
     import faiss
@@ -164,12 +284,18 @@ def pipeline(folder: str | Path, k: int = 5, size: int = 400, overlap: int = 0, 
     import sentence_transformers  # noqa: F401 - timed as an import
 
     times["import_s"] = time.perf_counter() - t
+    model = None
+    if chunker in ("cluster", "kamradt"):
+        t = time.perf_counter()
+        model = load_model()
+        times["load_s"] = time.perf_counter() - t
     t = time.perf_counter()
-    chunks, questions = chunk_folder(folder, size, overlap)
+    chunks, questions = chunk_folder(folder, size, overlap, chunker, model)
     times["chunk_s"] = time.perf_counter() - t
-    t = time.perf_counter()
-    model = load_model()
-    times["load_s"] = time.perf_counter() - t
+    if model is None:
+        t = time.perf_counter()
+        model = load_model()
+        times["load_s"] = time.perf_counter() - t
     t = time.perf_counter()
     chunk_vectors = encode(model, [c["text"] for c in chunks], batch_size)
     times["encode_chunks_s"] = time.perf_counter() - t
@@ -192,6 +318,7 @@ def pipeline(folder: str | Path, k: int = 5, size: int = 400, overlap: int = 0, 
         "n_unlocated": sum(1 for c in chunks if c["span"] is None),
         "n_questions": len(questions),
         "k": k,
+        "chunker": chunker,
         "recall": float(np.mean(scores)) if scores else 0.0,
     }
 
@@ -216,7 +343,7 @@ def floor(texts_file: str | Path, precision: str = "fp32", batch_size: int = 64)
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``pipeline FOLDER [--k K --size N --overlap N]`` or ``floor TEXTS_JSON [--precision fp32|bf16]``; prints JSON."""
+    """``pipeline FOLDER [--k K --size N --overlap N --chunker C]`` or ``floor TEXTS_JSON [--precision fp32|bf16]``; prints JSON."""
     parser = argparse.ArgumentParser(prog="reference_style.py", description=__doc__.split("\n\n")[0])
     sub = parser.add_subparsers(dest="command", required=True)
     p = sub.add_parser("pipeline", help="chunk, embed, index, retrieve and score a chroma-format folder")
@@ -224,12 +351,13 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--k", type=int, default=5)
     p.add_argument("--size", type=int, default=400)
     p.add_argument("--overlap", type=int, default=0)
+    p.add_argument("--chunker", choices=CHUNKERS, default="fixed")
     f = sub.add_parser("floor", help="only load the model and encode the texts of a JSON file")
     f.add_argument("texts")
     f.add_argument("--precision", choices=("fp32", "bf16"), default="fp32")
     args = parser.parse_args(argv)
     if args.command == "pipeline":
-        result = pipeline(args.folder, args.k, args.size, args.overlap)
+        result = pipeline(args.folder, args.k, args.size, args.overlap, chunker=args.chunker)
     else:
         result = floor(args.texts, args.precision)
     print(json.dumps(result))

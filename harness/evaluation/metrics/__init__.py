@@ -571,7 +571,7 @@ RUN_VALUES: tuple[RunValue, ...] = (
     RunValue(r"cache\.(embedded_texts|embedding_hits)", "cache.embedded_texts", _COUNT, "texts", "texts embedded, and read from the embedding cache"),
     RunValue(r"dataset\.[a-z_]+", "dataset.queries_without_evidence", _COUNT, "records", "records the loader dropped or could not resolve"),
     RunValue(
-        r"embedding\.(texts_embedded|cache_hits|texts_over_window|window_tokens|window_text_tokens|ray_workers|tokens_embedded|requests|retries|texts_cut)",
+        r"embedding\.(texts_embedded|cache_hits|texts_shared|texts_over_window|window_tokens|window_text_tokens|ray_workers|tokens_embedded|requests|retries|texts_cut)",
         "embedding.texts_embedded",
         _COUNT,
         "count",
