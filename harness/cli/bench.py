@@ -33,7 +33,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         metavar="FILE",
         help="print the --vs-reference (or, with --sweep-cost, comma-separated --sweep-cost) tables of JSON written by --out, without running anything",
     )
-    parser.add_argument("--update-docs", action="store_true", help="with --vs-reference, --sweep-cost, --scale-chunks or --from-json: write the tables into docs/benchmark.md")
+    parser.add_argument(
+        "--update-docs", action="store_true", help="with --vs-reference, --sweep-cost, --scale-chunks or --from-json: write the tables into docs/benchmark.md"
+    )
     parser.add_argument(
         "--sweep-cost",
         action="store_true",
