@@ -89,9 +89,12 @@ def ray_head():
 
 
 def _stored(cache_dir: Path) -> dict[tuple[str, str], bytes]:
-    """Every vector of an embedding cache as raw float32 bytes, by (embedding key, text key)."""
+    """Every vector of an embedding cache as raw float32 bytes, by (embedding key, text key);
+    the rows by model input (``ids:...``, written where the encoder shares inputs, which Ray
+    actors do not) are left out."""
     with sqlite3.connect(cache_dir / "embeddings" / "embeddings.sqlite") as conn:
-        return {(m, t): bytes(v) for m, t, v in conn.execute("SELECT model_key, text_key, vec FROM vectors")}
+        rows = conn.execute("SELECT model_key, text_key, vec FROM vectors WHERE text_key NOT LIKE 'ids:%'")
+        return {(m, t): bytes(v) for m, t, v in rows}
 
 
 @pytest.mark.slow
