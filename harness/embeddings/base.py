@@ -403,6 +403,13 @@ class CachedEncoder(ABC):
         if self._store is not None:
             self._store.put(self.embedding_key, served, self._describe())
 
+    def forget(self) -> None:
+        """Drop every vector held in memory (by text and by model input), so that the next
+        :meth:`encode` reads the disk cache or embeds again (a timing round starts cold)."""
+        self._cache.clear()
+        self._by_input.clear()
+        self._input_of.clear()
+
     @property
     def source(self) -> str:
         """Who embeds, for messages: ``embedding.model 'all-MiniLM-L6-v2' (sentence_transformers)``."""

@@ -136,3 +136,17 @@ def test_an_encoder_that_cannot_tell_its_input_shares_nothing(encoder):
     fresh._input_keys = lambda texts: None  # what a backend without token ids answers (the API backend)
     fresh.encode(["Same words", "same   WORDS"])
     assert (fresh.n_encoded, fresh.n_shared) == (2, 0)
+
+
+def test_forget_drops_the_vectors_in_memory_so_the_next_encode_embeds_again(encoder):
+    """A timing round starts cold: after ``forget`` neither a text nor its model input is
+    served from memory (a long text and its longer sibling share one input)."""
+    enc = _fresh(encoder)
+    base = " ".join(WORDS[i % len(WORDS)] for i in range(300))
+    texts = [base, base + " river stone"]
+    first = enc.encode(texts)
+    assert (enc.n_encoded, enc.n_shared) == (1, 1)
+    enc.forget()
+    again = enc.encode(texts)
+    assert (enc.n_encoded, enc.n_shared) == (2, 2)  # embedded again, not read from memory
+    assert np.allclose(first, again, atol=1e-6)
