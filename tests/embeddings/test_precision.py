@@ -81,6 +81,7 @@ def test_a_misspelt_precision_is_refused_naming_the_setting():
         Encoder(precision="fp16")
 
 
+@pytest.mark.slow
 def test_bf16_vectors_are_close_to_fp32_and_keyed_apart(tmp_path, machine):
     machine(set())
     plain = SentenceTransformer(str(default_model_path()), device="cpu")
@@ -112,6 +113,7 @@ def test_auto_hashes_as_what_it_resolves_to(machine):
     assert config_hash(compose(["embedding.precision=fp32", "paths.root=/project"])) == default
 
 
+@pytest.mark.slow
 def test_a_run_tags_the_precision_it_used(tmp_path, machine):
     from harness.experiment.run import execute
 

@@ -235,6 +235,7 @@ def test_runs_of_dead_processes_are_closed_and_the_new_run_proceeds_recording_it
     assert abs(int(new.data.tags[HEARTBEAT_TAG]) - time.time()) < 600
 
 
+@pytest.mark.slow
 def test_a_run_whose_process_is_alive_is_named_and_left_alone(tmp_path, capsys):
     uri = fresh_store(tmp_path / "mlflow.db")
     cfg = compose([*BM25, f"tracking.uri={uri}"])

@@ -97,6 +97,7 @@ def _beir(tmp_path) -> Path:
     return root
 
 
+@pytest.mark.slow
 def test_beir_queries_without_positive_qrels_are_excluded_counted_and_logged(tmp_path, store):
     result, run, messages = _run(store, ["dataset=beir", f"dataset.path={_beir(tmp_path)}", "dataset.name=edge_beir"])
     assert run.info.status == "FINISHED"

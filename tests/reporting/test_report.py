@@ -121,6 +121,7 @@ def test_logged_report_shows_the_logged_metrics_and_cis(store):
         assert "time.report_s" in logged and logged["time.report_s"] < logged["time.log_s"]
 
 
+@pytest.mark.slow
 def test_compact_artifacts_hold_every_chunk_and_the_ranking(store, kestrel):
     _, results, _, arts = store
     per_query = pd.read_csv(arts[100] / "per_query.csv", dtype={"query_id": str, "retrieved": str}, keep_default_na=False)

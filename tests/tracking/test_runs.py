@@ -79,6 +79,7 @@ def test_lookup_errors_name_what_is_missing(store):
         runs.search_runs(store["uri"], "exp", max_results=0)
 
 
+@pytest.mark.slow
 def test_find_run_by_name_gives_the_newest(store):
     assert runs.find_run_by_name(store["uri"], "exp", "r2").run_id == store["ids"]["r2-again"]
     assert runs.find_run_by_name(store["uri"], "exp", "r9") is None
