@@ -103,8 +103,7 @@ def _vs_reference(args: argparse.Namespace) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     if not args.from_json:
-        Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-        Path(args.out).write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
+        _write_json(args.out, result)
         print(f"wrote {args.out}", file=sys.stderr)
     print(bench_reference.tables(result))
     if args.update_docs:
@@ -128,8 +127,7 @@ def _screen(args: argparse.Namespace) -> int:
     except ValueError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.out).write_text(json.dumps(result, indent=2, default=float) + "\n", encoding="utf-8")
+    _write_json(args.out, result)
     print(f"wrote {args.out}", file=sys.stderr)
     print(bench_screen.tables(result))
     return 0
@@ -146,8 +144,7 @@ def _scale(args: argparse.Namespace) -> int:
     except ValueError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.out).write_text(json.dumps(result, indent=2, default=float) + "\n", encoding="utf-8")
+    _write_json(args.out, result)
     print(f"wrote {args.out}", file=sys.stderr)
     print(bench_scale.tables(result))
     return 0
@@ -186,6 +183,7 @@ def _scale_chunks(args: argparse.Namespace) -> int:
 
 
 def _write_json(path: str, result: dict) -> None:
+    """Write a benchmark result as indented JSON to ``path`` (its folder made if missing)."""
     Path(path).parent.mkdir(parents=True, exist_ok=True)
     Path(path).write_text(json.dumps(result, indent=2, default=float) + "\n", encoding="utf-8")
 
@@ -205,10 +203,9 @@ def _sweep_cost(args: argparse.Namespace) -> int:
         return 2
     if args.from_json:
         if args.out != "bench.json":  # --out given: the combined result is written there
-            Path(args.out).write_text(json.dumps(result, indent=2, default=float) + "\n", encoding="utf-8")
+            _write_json(args.out, result)
     else:
-        Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-        Path(args.out).write_text(json.dumps(result, indent=2, default=float) + "\n", encoding="utf-8")
+        _write_json(args.out, result)
         print(f"wrote {args.out}", file=sys.stderr)
     print(bench_sweep.tables(result))
     if args.update_docs:
