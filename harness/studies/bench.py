@@ -300,6 +300,35 @@ def chunkers(base: list[str], repeats: int, min_total: float = 0.5) -> list[dict
     return rows
 
 
+def machine() -> dict:
+    """What a benchmark result records of the machine that measured it, read at run time:
+    Python version, CPU count, CPU model (:func:`harness.runtime.cpu_model`), platform and the
+    1-minute load average at the start."""
+    import platform
+
+    return {
+        "python": platform.python_version(),
+        "cpus": os.cpu_count(),
+        "cpu": cpu_model(),
+        "platform": platform.platform(),
+        "load_average": _load_average(),
+    }
+
+
+def replace_marked(text: str, markers: tuple[str, str], body: str, where: str) -> str:
+    """``text`` with what lies between ``markers`` (start, end) replaced by ``body`` (a newline
+    on each side), for the generated tables of the docs.
+
+    Raises:
+        ValueError: ``text`` (named ``where``) has no such marker block.
+    """
+    start, end = markers
+    i, j = text.find(start), text.find(end)
+    if i < 0 or j < i:
+        raise ValueError(f"{where} has no {start} ... {end} block to write the table into")
+    return text[: i + len(start)] + "\n" + body + "\n" + text[j:]
+
+
 def _load_average() -> float | None:
     """The 1-minute load average when a benchmark starts (None where the OS has none): the
     numbers of a busy machine are marked as such."""
@@ -532,7 +561,6 @@ def run_benchmarks(dataset: str = "chroma_general", quick: bool = False, tiny: b
     Raises:
         ValueError: an unknown dataset or part.
     """
-    import platform
     import tempfile
 
     from harness.experiment import build
@@ -558,13 +586,7 @@ def run_benchmarks(dataset: str = "chroma_general", quick: bool = False, tiny: b
             "n_documents": len(data.documents),
             "n_queries": len(data.queries),
             "mode": "tiny" if tiny else ("quick" if quick else "full"),
-            "machine": {
-                "python": platform.python_version(),
-                "cpus": os.cpu_count(),
-                "cpu": cpu_model(),
-                "platform": platform.platform(),
-                "load_average": _load_average(),
-            },
+            "machine": machine(),
         }
         if "phases" in parts:
             result["phases"] = phases(base, uri, work)

@@ -46,7 +46,6 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import platform
 import statistics
 import tempfile
 import time
@@ -55,8 +54,7 @@ from typing import Sequence
 
 from harness.experiment.build import PROJECT_ROOT
 from harness.params import Param
-from harness.runtime import cpu_model
-from harness.studies.bench import _load_average, _log, _subprocess
+from harness.studies.bench import _log, _subprocess, machine, replace_marked
 
 #: The script run for B and C (a plain file, run with ``python -P`` so that no harness module is importable by accident).
 SCRIPT = Path(__file__).with_name("reference_style.py")
@@ -241,13 +239,7 @@ def run_vs_reference(dataset: str = "chroma_general", rounds: int = 3, work: str
             "k": K,
             "harness_config": list(HARNESS_CONFIG),
             "auto_precision": auto,
-            "machine": {
-                "python": platform.python_version(),
-                "cpus": os.cpu_count(),
-                "cpu": cpu_model(),
-                "platform": platform.platform(),
-                "load_average": _load_average(),
-            },
+            "machine": machine(),
             "started": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
             "rounds": [],
         }
@@ -314,11 +306,7 @@ def tables(result: dict) -> str:
 
 
 def _replace_block(text: str, body: str, where: str) -> str:
-    start, end = MARKERS
-    i, j = text.find(start), text.find(end)
-    if i < 0 or j < i:
-        raise ValueError(f"{where} has no {start} ... {end} block to write the table into")
-    return text[: i + len(start)] + "\n" + body + "\n" + text[j:]
+    return replace_marked(text, MARKERS, body, where)
 
 
 def generated_block(text: str) -> str | None:

@@ -354,11 +354,9 @@ def update_docs(result: dict, root: str | os.PathLike | None = None) -> Path:
 
     path = Path(root or PROJECT_ROOT) / "docs" / "benchmark.md"
     text = path.read_text(encoding="utf-8")
-    start, end = MARKERS
-    i, j = text.find(start), text.find(end)
-    if i < 0 or j < i:
-        raise ValueError(f"{path} has no {start} ... {end} block to write the table into")
-    path.write_text(text[: i + len(start)] + "\n" + tables(result) + "\n" + text[j:], encoding="utf-8")
+    from harness.studies.bench import replace_marked
+
+    path.write_text(replace_marked(text, MARKERS, tables(result), str(path)), encoding="utf-8")
     return path
 
 
