@@ -8,7 +8,7 @@ import random
 import string
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from harness.datasets.native import read_native
@@ -74,6 +74,7 @@ _STATEMENT = st.lists(st.one_of(_WORDS, st.integers(10, 99999).map(str)), min_si
 @given(evidence=_STATEMENT, filler=_STATEMENT, pos=st.integers(0, 2))
 def test_evidence_text_placed_in_another_document_is_always_flagged(evidence, filler, pos):
     """A statement equal to the evidence text, elsewhere, shares everything: flagged."""
+    assume(not set(filler.rstrip(".").split()) & set(evidence.rstrip(".").split()))  # the filler is another statement, not a near copy
     labelled = Document("a.txt", f"{filler}\n\n{evidence}\n")
     start = labelled.text.index(f"\n\n{evidence}") + 2
     parts = [filler, filler, filler]
